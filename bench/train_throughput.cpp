@@ -1,0 +1,117 @@
+// Training-throughput benchmark: see train_throughput.h.
+#include "bench/train_throughput.h"
+
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/recipe.h"
+#include "core/sampler.h"
+#include "trainers/lr_schedule.h"
+#include "trainers/trainer.h"
+
+namespace trit::bench {
+namespace {
+
+struct Candidate {
+    Recipe recipe;
+    trainers::TrainingSetup setup;
+    torch::Tensor x, y;
+    std::vector<int64_t> order;
+    int64_t cursor = 0;
+    std::vector<double> rates;
+};
+
+void run_steps(Candidate& c, int64_t steps) {
+    const int64_t n = c.x.size(0), bs = c.recipe.training.batch_size;
+    for (int64_t s = 0; s < steps; ++s) {
+        if (c.cursor + bs > n) c.cursor = 0;
+        torch::Tensor xb = data::gather_rows(c.x, c.order, c.cursor, c.cursor + bs);
+        torch::Tensor yb = data::gather_rows(c.y, c.order, c.cursor, c.cursor + bs);
+        c.cursor += bs;
+        // Same work as the trainer's step, including the loss read-back it does every step.
+        trainers::train_step(c.setup, xb, yb, c.recipe.optimizer.lr, c.recipe.optimizer.grad_clip)
+            .item<double>();
+    }
+    if (c.setup.device.is_cuda()) torch::cuda::synchronize();
+}
+
+}  // namespace
+
+std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o) {
+    TRIT_CHECK(!o.recipes.empty(), "bench train: give at least one recipe");
+    TRIT_CHECK(o.steps >= 1 && o.repeats >= 1 && o.warmup_steps >= 0,
+               "bench train: --steps and --repeats must be >= 1, --warmup >= 0");
+    const torch::Device device = trainers::parse_device(o.device);
+    std::vector<Candidate> cands;
+    for (const auto& path : o.recipes) {
+        Candidate c;
+        c.recipe = load_recipe(path, o.overrides);
+        if (c.recipe.training.threads > 0)
+            torch::set_num_threads(static_cast<int>(c.recipe.training.threads));
+        std::tie(c.x, c.y) = trainers::load_split(c.recipe.data, /*train=*/true, device);
+        TRIT_CHECK(c.x.size(0) >= c.recipe.training.batch_size, "bench train: '", path,
+                   "' has fewer training examples than one batch");
+        c.setup = trainers::make_training_setup(c.recipe, device);
+        c.order = data::epoch_permutation(c.x.size(0), c.recipe.seed, 0);
+        run_steps(c, o.warmup_steps);
+        cands.push_back(std::move(c));
+    }
+    // Interleave recipes within each repeat so slow drift of the machine hits all alike.
+    for (int64_t r = 0; r < o.repeats; ++r) {
+        for (auto& c : cands) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run_steps(c, o.steps);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            c.rates.push_back(static_cast<double>(o.steps * c.recipe.training.batch_size) / s);
+        }
+    }
+    std::vector<ThroughputResult> out;
+    for (auto& c : cands) {
+        std::sort(c.rates.begin(), c.rates.end());
+        ThroughputResult r;
+        r.recipe = c.recipe.name;
+        for (const auto& q : c.setup.quantized_layers) r.quantized += (r.quantized.empty() ? "" : ",") + q;
+        if (r.quantized.empty()) r.quantized = "none";
+        r.samples_per_second = c.rates[c.rates.size() / 2];
+        r.min_samples_per_second = c.rates.front();
+        r.max_samples_per_second = c.rates.back();
+        out.push_back(r);
+    }
+    for (auto& r : out) r.ratio_to_baseline = r.samples_per_second / out.front().samples_per_second;
+    return out;
+}
+
+std::string throughput_table(const std::vector<ThroughputResult>& results) {
+    std::ostringstream os;
+    os << std::left << std::setw(28) << "recipe" << std::setw(20) << "quantized" << std::right
+       << std::setw(16) << "samples/s" << std::setw(22) << "min..max" << std::setw(12)
+       << "vs first" << '\n';
+    for (const auto& r : results) {
+        std::ostringstream range;
+        range << std::fixed << std::setprecision(0) << r.min_samples_per_second << ".."
+              << r.max_samples_per_second;
+        os << std::left << std::setw(28) << r.recipe << std::setw(20) << r.quantized << std::right
+           << std::fixed << std::setprecision(0) << std::setw(16) << r.samples_per_second
+           << std::setw(22) << range.str() << std::setprecision(3) << std::setw(11)
+           << r.ratio_to_baseline << "x\n";
+    }
+    return os.str();
+}
+
+std::string throughput_csv(const std::vector<ThroughputResult>& results) {
+    std::ostringstream os;
+    os << "recipe,quantized,samples_per_s,min_samples_per_s,max_samples_per_s,ratio_to_first\n";
+    for (const auto& r : results)
+        os << r.recipe << ",\"" << r.quantized << "\"," << std::fixed << std::setprecision(1)
+           << r.samples_per_second << "," << r.min_samples_per_second << ","
+           << r.max_samples_per_second << "," << std::setprecision(4) << r.ratio_to_baseline << "\n";
+    return os.str();
+}
+
+}  // namespace trit::bench

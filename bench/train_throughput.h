@@ -1,0 +1,35 @@
+// Training-throughput benchmark: samples per second of the training step (forward, backward,
+// clipping, AdamW) for several recipes on the same machine, interleaved over repeats and reported
+// as medians, with each recipe's ratio to the first (the float baseline).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trit::bench {
+
+struct ThroughputOptions {
+    std::vector<std::string> recipes;  // recipe files; the first is the baseline
+    std::vector<std::string> overrides;  // --set applied to every recipe
+    int64_t warmup_steps = 20;
+    int64_t steps = 200;  // timed steps per repeat
+    int64_t repeats = 5;
+    std::string device = "cpu";
+};
+
+struct ThroughputResult {
+    std::string recipe;
+    std::string quantized;             // quantized layers, comma-separated, or "none"
+    double samples_per_second = 0;     // median over repeats
+    double min_samples_per_second = 0;
+    double max_samples_per_second = 0;
+    double ratio_to_baseline = 0;      // median / baseline median
+};
+
+std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& options);
+// Aligned text table; CSV with a header line.
+std::string throughput_table(const std::vector<ThroughputResult>& results);
+std::string throughput_csv(const std::vector<ThroughputResult>& results);
+
+}  // namespace trit::bench

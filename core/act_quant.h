@@ -1,0 +1,27 @@
+// Activation quantizers for the training forward. int8_per_token (BitNet): per row of the last
+// dimension, amax = max(max|x|, kAct8Eps), q = clamp(round(x * (127 / amax)), -128, 127),
+// x_hat = q * (amax / 127): bit-identical to act_int8_quantize_ref and the CUDA kernel.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+namespace trit {
+
+enum class ActQuantMethod { kNone, kInt8PerToken };
+
+ActQuantMethod parse_act_quant_method(const std::string& name);
+
+struct Int8Activations {
+    torch::Tensor q;      // same shape as x, int8 values (stored as float32 for the training path)
+    torch::Tensor scale;  // x's shape with the last dimension 1: the dequantization multiplier
+};
+
+// Quantizes without autograd history.
+Int8Activations act_int8_quantize(const torch::Tensor& x);
+
+// Training forward: the dequantized activations, with a straight-through (identity) gradient.
+torch::Tensor act_fake_quant(const torch::Tensor& x, ActQuantMethod method);
+
+}  // namespace trit

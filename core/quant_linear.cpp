@@ -1,0 +1,59 @@
+// QuantLinear: see quant_linear.h.
+#include "core/quant_linear.h"
+
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace trit {
+
+QuantLinearImpl::QuantLinearImpl(int64_t in_features, int64_t out_features, bool bias)
+    : QuantLinearImpl(torch::nn::LinearOptions(in_features, out_features).bias(bias)) {}
+
+QuantLinearImpl::QuantLinearImpl(const torch::nn::LinearOptions& options_) : options(options_) {
+    reset();
+}
+
+void QuantLinearImpl::reset() {
+    TRIT_CHECK(options.in_features() >= 1 && options.out_features() >= 1,
+               "QuantLinear: in_features and out_features must be >= 1, got ",
+               options.in_features(), " and ", options.out_features());
+    weight = register_parameter("weight",
+                                torch::empty({options.out_features(), options.in_features()}));
+    if (options.bias()) {
+        bias = register_parameter("bias", torch::empty(options.out_features()));
+    } else {
+        bias = register_parameter("bias", {}, /*requires_grad=*/false);
+    }
+    reset_parameters();
+}
+
+void QuantLinearImpl::reset_parameters() {
+    // torch::nn::Linear's initialisation, so swapping the module changes nothing at step 0.
+    torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
+    if (bias.defined()) {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(options.in_features()));
+        torch::nn::init::uniform_(bias, -bound, bound);
+    }
+}
+
+torch::Tensor QuantLinearImpl::effective_weight() { return weight_fake_quant(weight, spec_.weight); }
+
+torch::Tensor QuantLinearImpl::forward(const torch::Tensor& x) {
+    TRIT_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(), "QuantLinear: expected input (..., ",
+               options.in_features(), "), got ", x.sizes());
+    return torch::linear(act_fake_quant(x, spec_.activation), effective_weight(), bias);
+}
+
+std::vector<std::pair<std::string, QuantLinear>> quant_linears(torch::nn::Module& module) {
+    std::vector<std::pair<std::string, QuantLinear>> out;
+    for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+        if (auto ql = std::dynamic_pointer_cast<QuantLinearImpl>(item.value()))
+            out.emplace_back(item.key(), QuantLinear(ql));
+    }
+    return out;
+}
+
+}  // namespace trit

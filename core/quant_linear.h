@@ -1,0 +1,54 @@
+// QuantLinear: a drop-in for torch::nn::Linear (same parameters, same initialisation) whose
+// forward fake-quantizes its input activations and weight when a LinearQuantSpec is set:
+// y = act_q(x) . W_eff^T + b, with straight-through gradients to x and the latent W.
+#pragma once
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/options/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/act_quant.h"
+#include "core/weight_quant.h"
+
+namespace trit {
+
+struct LinearQuantSpec {
+    WeightQuantSpec weight;
+    ActQuantMethod activation = ActQuantMethod::kNone;
+    bool enabled() const {
+        return weight.method != WeightQuantMethod::kNone || activation != ActQuantMethod::kNone;
+    }
+};
+
+class QuantLinearImpl : public torch::nn::Cloneable<QuantLinearImpl> {
+public:
+    QuantLinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
+    explicit QuantLinearImpl(const torch::nn::LinearOptions& options);
+
+    void reset() override;
+    void reset_parameters();
+    torch::Tensor forward(const torch::Tensor& x);
+    // The weight the forward multiplies by: scale * W_q when quantized, else the latent weight.
+    torch::Tensor effective_weight();
+
+    void set_quant(const LinearQuantSpec& spec) { spec_ = spec; }
+    const LinearQuantSpec& quant() const { return spec_; }
+
+    torch::nn::LinearOptions options;
+    torch::Tensor weight;  // (out, in) latent float weight
+    torch::Tensor bias;    // (out) or undefined
+
+private:
+    LinearQuantSpec spec_;
+};
+TORCH_MODULE(QuantLinear);
+
+// Every QuantLinear below `module`, with its dotted name, in registration order.
+std::vector<std::pair<std::string, QuantLinear>> quant_linears(torch::nn::Module& module);
+
+}  // namespace trit

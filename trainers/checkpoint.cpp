@@ -1,0 +1,110 @@
+// Atomic checkpoints: see checkpoint.h.
+#include "trainers/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace trit::trainers {
+namespace {
+
+void fsync_path(const std::string& path, int flags) {
+    int fd = ::open(path.c_str(), flags);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+}
+
+torch::serialize::InputArchive open_archive(const std::string& path) {
+    TRIT_CHECK(std::filesystem::is_regular_file(path), "checkpoint '", path,
+               "': no such file (expected a run directory's ", kCheckpointFile, ")");
+    torch::serialize::InputArchive in;
+    try {
+        in.load_from(path);
+    } catch (const c10::Error& e) {
+        TRIT_FAIL("checkpoint '", path, "': not a readable trit checkpoint (truncated or corrupt?): ",
+                  e.what_without_backtrace());
+    }
+    c10::IValue format, version;
+    TRIT_CHECK(in.try_read("format", format) && format.isString() &&
+                   format.toStringRef() == "trit-checkpoint",
+               "checkpoint '", path, "': not a trit checkpoint (no 'format' entry)");
+    TRIT_CHECK(in.try_read("version", version) && version.isInt() &&
+                   version.toInt() == kCheckpointVersion,
+               "checkpoint '", path, "': unsupported checkpoint version (this trit reads version ",
+               kCheckpointVersion, ")");
+    return in;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, torch::nn::Module& model,
+                     torch::optim::Optimizer& optimizer, const TrainPosition& pos,
+                     const std::string& recipe_yaml) {
+    torch::serialize::OutputArchive out, model_ar, optim_ar;
+    model.save(model_ar);
+    optimizer.save(optim_ar);
+    out.write("format", c10::IValue(std::string("trit-checkpoint")));
+    out.write("version", c10::IValue(kCheckpointVersion));
+    out.write("recipe", c10::IValue(recipe_yaml));
+    out.write("position", torch::tensor({pos.step, pos.epoch, pos.batch}, torch::kInt64));
+    out.write("model", model_ar);
+    out.write("optimizer", optim_ar);
+
+    const std::string tmp = path + ".tmp";
+    try {
+        out.save_to(tmp);
+    } catch (const c10::Error& e) {
+        TRIT_FAIL("cannot write checkpoint '", tmp, "': ", e.what_without_backtrace());
+    }
+    fsync_path(tmp, O_RDONLY);
+    TRIT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
+               "'");
+    fsync_path(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+}
+
+TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
+                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml) {
+    torch::serialize::InputArchive in = open_archive(path);
+    TrainPosition pos;
+    try {
+        torch::serialize::InputArchive model_ar;
+        in.read("model", model_ar);
+        model.load(model_ar);
+        if (optimizer) {
+            torch::serialize::InputArchive optim_ar;
+            in.read("optimizer", optim_ar);
+            optimizer->load(optim_ar);
+        }
+        torch::Tensor p;
+        in.read("position", p);
+        TRIT_CHECK(p.numel() == 3, "checkpoint '", path, "': malformed 'position' entry");
+        pos = {p[0].item<int64_t>(), p[1].item<int64_t>(), p[2].item<int64_t>()};
+        if (recipe_yaml) {
+            c10::IValue r;
+            in.read("recipe", r);
+            *recipe_yaml = r.toStringRef();
+        }
+    } catch (const c10::Error& e) {
+        TRIT_FAIL("checkpoint '", path, "' does not match the recipe's model or optimizer: ",
+                  e.what_without_backtrace());
+    }
+    return pos;
+}
+
+std::string read_checkpoint_recipe(const std::string& path) {
+    torch::serialize::InputArchive in = open_archive(path);
+    c10::IValue r;
+    TRIT_CHECK(in.try_read("recipe", r) && r.isString(), "checkpoint '", path,
+               "': has no recipe entry");
+    return r.toStringRef();
+}
+
+}  // namespace trit::trainers

@@ -1,0 +1,34 @@
+// Training checkpoints: one LibTorch archive holding the model, the optimizer state, the trainer's
+// position (step, epoch, batch within the epoch) and the resolved recipe text. Written to a
+// temporary file, flushed, then renamed over the old one, so a kill never leaves a torn file.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <string>
+
+namespace trit::trainers {
+
+inline constexpr const char* kCheckpointFile = "checkpoint.pt";
+inline constexpr int64_t kCheckpointVersion = 1;
+
+struct TrainPosition {
+    int64_t step = 0;   // optimizer steps done
+    int64_t epoch = 0;  // epoch the next batch belongs to
+    int64_t batch = 0;  // index of the next batch within that epoch
+};
+
+void save_checkpoint(const std::string& path, torch::nn::Module& model,
+                     torch::optim::Optimizer& optimizer, const TrainPosition& position,
+                     const std::string& recipe_yaml);
+
+// Restores model and optimizer in place; returns the position. `recipe_yaml` receives the text.
+TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
+                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml);
+
+// Only the recipe text of a checkpoint (to rebuild its model).
+std::string read_checkpoint_recipe(const std::string& path);
+
+}  // namespace trit::trainers

@@ -1,0 +1,53 @@
+// Metrics as JSON lines (one object per line, numbers only) in the run directory, and the
+// progress display: a bar with rate and ETA on a terminal, plain lines every N steps otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trit::trainers {
+
+using Fields = std::vector<std::pair<std::string, double>>;
+
+class MetricsLog {
+public:
+    // Opens `path` for appending. When resuming, lines with "step" > keep_until_step (written by
+    // the interrupted run after its last checkpoint) are dropped first.
+    MetricsLog(const std::string& path, int64_t keep_until_step, bool resume);
+    void write(const Fields& fields);
+
+private:
+    std::ofstream out_;
+};
+
+// Formats one JSON object from numeric fields (integers without a fraction).
+std::string json_line(const Fields& fields);
+// The number under "key" in a line written by json_line (null reads as NaN); `what` names the
+// source in the error when the key is missing.
+double json_number(const std::string& line, const std::string& key, const std::string& what);
+
+class Progress {
+public:
+    Progress(int64_t total_steps, int64_t first_step, int64_t batch_size, int64_t log_every,
+             bool enabled);
+    // Called after every optimizer step.
+    void step(int64_t step, double loss, double lr);
+    // A line of its own (clears the bar first).
+    void message(const std::string& line);
+    void finish();
+    double samples_per_second() const;
+
+private:
+    void draw(int64_t step, bool final);
+    int64_t total_, first_, batch_, log_every_;
+    bool enabled_, tty_;
+    double loss_ = 0, lr_ = 0;
+    int64_t last_step_ = 0;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+}  // namespace trit::trainers

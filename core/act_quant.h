@@ -1,6 +1,7 @@
 // Activation quantizers for the training forward. int8_per_token (BitNet): per row of the last
 // dimension, amax = max(max|x|, kAct8Eps), q = clamp(round(x * (127 / amax)), -128, 127),
-// x_hat = q * (amax / 127): bit-identical to act_int8_quantize_ref and the CUDA kernel.
+// x_hat = q * (amax / 127): on finite rows, codes and scales are bit-identical to
+// act_int8_quantize_ref and the CUDA kernel; a row holding NaN or Inf dequantizes to NaN in both.
 #pragma once
 
 #include <torch/types.h>

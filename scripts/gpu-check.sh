@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The GPU round in one command, for the GPU machine (docs: shared GPU.md): configure build-gpu
+# (Release, Ninja, TRIT_CUDA=ON, LibTorch from the Python torch), build, run all of ctest, then
+# compute-sanitizer memcheck and racecheck on trit_gpu_tests. Full logs go to $OUT (or
+# build-gpu/gpu-check); a step/status/seconds table prints last. Exit 1 if any step failed.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+LOG_DIR=${OUT:-$BUILD_DIR/gpu-check}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$LOG_DIR"
+
+STEPS=()
+STATUS=()
+SECONDS_TAKEN=()
+FAILED=0
+
+# run_step NAME CMD...: runs CMD with output to $LOG_DIR/NAME.log (last lines echoed on failure);
+# records status and time instead of letting set -e end the round.
+run_step() {
+    local name=$1
+    shift
+    local log="$LOG_DIR/$name.log" start=$SECONDS rc=0
+    echo "== $name: $*" | tee "$log"
+    "$@" >>"$log" 2>&1 || rc=$?
+    STEPS+=("$name")
+    SECONDS_TAKEN+=($((SECONDS - start)))
+    if [[ $rc -eq 0 ]]; then
+        STATUS+=("ok")
+    else
+        STATUS+=("FAIL (rc=$rc)")
+        FAILED=1
+        tail -n 40 "$log" || true
+    fi
+    return 0
+}
+
+skip_step() {
+    STEPS+=("$1")
+    STATUS+=("skipped: $2")
+    SECONDS_TAKEN+=(0)
+}
+
+last_ok() { [[ ${STATUS[${#STATUS[@]}-1]} == ok ]]; }
+
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' \
+    2>"$LOG_DIR/torch.log" || true)
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    nvcc --version 2>/dev/null | tail -n 1 || /usr/local/cuda/bin/nvcc --version | tail -n 1 || true
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
+} >"$LOG_DIR/device.txt" 2>&1
+
+if [[ -z "$TORCH_PREFIX" ]]; then
+    skip_step configure "python3 could not import torch (see torch.log)"
+    FAILED=1
+else
+    run_step configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DTRIT_CUDA=ON "-DTorch_DIR=$TORCH_PREFIX/Torch"
+fi
+
+if last_ok; then
+    run_step build cmake --build "$BUILD_DIR" -j "$JOBS"
+else
+    skip_step build "configure failed"
+fi
+
+GPU_TESTS="$BUILD_DIR/tests/trit_gpu_tests"
+if last_ok; then
+    run_step ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+    if [[ -x "$GPU_TESTS" ]]; then
+        run_step memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS"
+        # Racecheck reports shared-memory hazards of every kernel launched; LibTorch's own kernels
+        # (the *Torch* suites) are not ours to fix, so it runs the raw-kernel tests only.
+        run_step racecheck "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
+            --gtest_filter='-*Torch*'
+    else
+        for step in memcheck racecheck; do skip_step "$step" "$GPU_TESTS not built"; done
+        FAILED=1
+    fi
+else
+    for step in ctest memcheck racecheck; do skip_step "$step" "build failed"; done
+fi
+
+{
+    echo
+    printf '%-10s %-32s %8s\n' step status seconds
+    for i in "${!STEPS[@]}"; do
+        printf '%-10s %-32s %8s\n' "${STEPS[$i]}" "${STATUS[$i]}" "${SECONDS_TAKEN[$i]}"
+    done
+    echo "logs: $LOG_DIR"
+} | tee "$LOG_DIR/summary.txt"
+exit "$FAILED"

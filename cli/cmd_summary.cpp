@@ -1,6 +1,5 @@
 // `trit summary RUN_DIR...`: one line per finished run (from its summary.json), and each run's
 // accuracy difference to the first one (the baseline).
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -8,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "trainers/metrics.h"
 
 namespace trit::cli {
@@ -24,7 +24,7 @@ Command add_summary(CLI::App& app) {
                   << "samples/s" << '\n';
         double base = 0;
         for (size_t i = 0; i < dirs->size(); ++i) {
-            const std::string path = (std::filesystem::path((*dirs)[i]) / "summary.json").string();
+            const std::string path = fs::join((*dirs)[i], "summary.json");
             std::ifstream in(path);
             TRIT_CHECK(in.good(), "'", path, "': no such file (is '", (*dirs)[i],
                        "' a finished run directory?)");

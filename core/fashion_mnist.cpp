@@ -10,18 +10,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace trit::data {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr uint32_t kImagesMagic = 0x00000803;
 constexpr uint32_t kLabelsMagic = 0x00000801;
@@ -44,7 +43,7 @@ class IdxReader {
         file_.reset(gzopen(path_.c_str(), "rb"));
         TRIT_CHECK(file_ != nullptr, path_, ": cannot open (", std::strerror(errno), ")");
         gzbuffer(file_.get(), 1 << 20);  // must come before the first read; zlib's default is 8 KiB
-        const bool named_gz = fs::path(path_).extension() == ".gz";
+        const bool named_gz = path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0;
         TRIT_CHECK(!named_gz || gzdirect(file_.get()) == 0, path_,
                    ": not a gzip file (no gzip header); expected a gzip-compressed IDX file");
     }
@@ -121,23 +120,21 @@ class IdxReader {
 };
 
 // Prefers name.gz, falls back to the uncompressed name.
-std::string resolve(const fs::path& dir, const std::string& name) {
-    std::error_code ec;
-    const fs::path gz = dir / (name + ".gz");
-    if (fs::is_regular_file(gz, ec)) return gz.string();
-    const fs::path raw = dir / name;
-    if (fs::is_regular_file(raw, ec)) return raw.string();
-    TRIT_FAIL(gz.string(), ": file missing (nor is there an uncompressed ", raw.string(),
-              "); expected the Fashion-MNIST file ", name, ".gz in ", dir.string());
+std::string resolve(const std::string& dir, const std::string& name) {
+    const std::string gz = fs::join(dir, name + ".gz");
+    if (fs::is_file(gz)) return gz;
+    const std::string raw = fs::join(dir, name);
+    if (fs::is_file(raw)) return raw;
+    TRIT_FAIL(gz, ": file missing (nor is there an uncompressed ", raw,
+              "); expected the Fashion-MNIST file ", name, ".gz in ", dir);
 }
 
 }  // namespace
 
 Dataset load_fashion_mnist(const std::string& dir, Split split, int64_t limit) {
     TRIT_CHECK(limit >= 0, "load_fashion_mnist: limit must be >= 0 (0 = all), got ", limit);
-    std::error_code ec;
     TRIT_CHECK(
-        fs::is_directory(dir, ec), dir,
+        fs::is_dir(dir), dir,
         ": Fashion-MNIST directory missing; install it with `apt-get install "
         "dataset-fashion-mnist`, or set data.path to a directory holding the four IDX files");
     const std::string prefix = split == Split::kTrain ? "train" : "t10k";

@@ -2,13 +2,13 @@
 // rules (epochs xor steps, model shape vs dataset, regex syntax) are checked after reading.
 #include "core/recipe.h"
 
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <regex>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/yaml_schema.h"
 
 namespace trit {
@@ -119,7 +119,7 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
     for (const auto& o : overrides) source->overridden.insert(yaml::apply_override(root, o));
 
     Recipe r;
-    r.name = std::filesystem::path(source_name).stem().string();
+    r.name = fs::stem(source_name);
     yaml::Object top(root, "", source);
     top.read("name", r.name);
     TRIT_CHECK(!r.name.empty() && r.name.find('/') == std::string::npos, top.where("name"),
@@ -152,7 +152,7 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
     std::ifstream in(path, std::ios::binary);
-    TRIT_CHECK(std::filesystem::is_regular_file(path) && in,
+    TRIT_CHECK(fs::is_file(path) && in,
                "recipe '", path, "': cannot open the file (expected a YAML recipe, e.g. "
                "recipes/fashion_mnist_ternary.yaml)");
     std::stringstream ss;

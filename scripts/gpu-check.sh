@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU round in one command, for the GPU machine (docs: shared GPU.md): configure build-gpu
 # (Release, Ninja, TRIT_CUDA=ON, LibTorch from the Python torch), build, run all of ctest, then
-# compute-sanitizer memcheck and racecheck on trit_gpu_tests. Full logs go to $OUT (or
+# compute-sanitizer memcheck and racecheck on trit_gpu_tests, then a CUDA training run and the
+# training-throughput benchmark on the GPU when Fashion-MNIST is there. Full logs go to $OUT (or
 # build-gpu/gpu-check); a step/status/seconds table prints last. Exit 1 if any step failed.
 set -euo pipefail
 
@@ -81,6 +82,17 @@ if last_ok; then
     else
         for step in memcheck racecheck; do skip_step "$step" "$GPU_TESTS not built"; done
         FAILED=1
+    fi
+    # Training on the GPU with LibTorch CUDA, on the real data when it travelled with the run.
+    FMNIST=${FASHION_MNIST_DIR:-.gpu-carry/fashion-mnist}
+    if [[ -f "$FMNIST/train-images-idx3-ubyte.gz" ]]; then
+        run_step train-cuda "$BUILD_DIR/cli/trit" train recipes/fashion_mnist_ternary.yaml \
+            --device cuda --set "data.path=$FMNIST" --set training.epochs=2 \
+            --out "$BUILD_DIR/runs/ternary-cuda" --overwrite
+        run_step bench-train "$BUILD_DIR/cli/trit" bench train --device cuda \
+            --set "data.path=$FMNIST" --csv "$LOG_DIR/bench-train-cuda.csv"
+    else
+        skip_step train-cuda "no Fashion-MNIST at $FMNIST"
     fi
 else
     for step in ctest memcheck racecheck; do skip_step "$step" "build failed"; done

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
 
+#include "core/fs.h"
 #include "tests/support/process.h"
 #include "tests/support/synthetic_idx.h"
 #include "tests/support/tiny_run.h"
@@ -13,7 +13,6 @@
 namespace trit {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using trit::testing::run_trit;
 
@@ -26,7 +25,7 @@ protected:
             recipe_, trit::testing::tiny_recipe_yaml(
                          "optimizer: {lr: 0.01}\ntraining: {steps: 80, batch_size: 32, log_every: 20}\n"));
     }
-    void TearDown() override { fs::remove_all(dir_); }
+    void TearDown() override { fs::remove_tree(dir_); }
     std::string dir_, recipe_;
 };
 

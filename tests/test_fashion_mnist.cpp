@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -14,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/fashion_mnist.h"
+#include "core/fs.h"
 #include "core/sampler.h"
 #include "tests/support/synthetic_idx.h"
 
@@ -60,7 +60,7 @@ std::string read_bytes(const std::string& path) {
 class FashionMnistTest : public ::testing::Test {
   protected:
     void SetUp() override { dir_ = trit::testing::make_temp_dir("trit-fashion-mnist"); }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
+    void TearDown() override { trit::fs::remove_tree(dir_); }
     std::string path(const std::string& name) const { return dir_ + "/" + name; }
 
     // A valid train split of n pattern images with labels (3 i) % 10.
@@ -132,7 +132,7 @@ TEST_F(FashionMnistTest, SyntheticDatasetIsDeterministicAndLearnable) {
     EXPECT_EQ(read_bytes(path(kTrainImages)), read_bytes(other + "/" + kTrainImages));
     trit::testing::write_synthetic_fashion_mnist(other, 500, 200, /*seed=*/8);
     EXPECT_NE(read_bytes(path(kTrainImages)), read_bytes(other + "/" + kTrainImages));
-    std::filesystem::remove_all(other);
+    trit::fs::remove_tree(other);
 
     // Learnable: nearest class mean, the simplest classifier, already separates the classes.
     std::vector<torch::Tensor> means;
@@ -150,7 +150,7 @@ TEST_F(FashionMnistTest, MissingDirectory) {
 
 TEST_F(FashionMnistTest, MissingFile) {
     write_train(2);
-    std::filesystem::remove(path(kTrainLabels));
+    trit::fs::remove_file(path(kTrainLabels));
     expect_error([&] { load(); }, {path(kTrainLabels), "missing"});
 }
 
@@ -281,7 +281,7 @@ TEST(GatherRows, SelectsSliceInOrder) {
 }
 
 TEST(RealFashionMnist, LoadsBothSplits) {
-    if (!std::filesystem::is_directory(trit::data::kFashionMnistDir)) {
+    if (!trit::fs::is_dir(trit::data::kFashionMnistDir)) {
         GTEST_SKIP() << trit::data::kFashionMnistDir << " not installed";
     }
     const Dataset train = load_fashion_mnist(trit::data::kFashionMnistDir, Split::kTrain);

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/recipe.h"
 #include "tests/support/synthetic_idx.h"
 #include "tests/support/tiny_run.h"
@@ -20,7 +20,6 @@
 namespace trit {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 struct SimulatedKill {
@@ -48,7 +47,7 @@ std::map<int64_t, double> losses(const std::string& run_dir) {
 class TrainerTest : public ::testing::Test {
 protected:
     void SetUp() override { dir_ = trit::testing::make_temp_dir("trit-trainer"); }
-    void TearDown() override { fs::remove_all(dir_); }
+    void TearDown() override { fs::remove_tree(dir_); }
     std::string dir_;
 };
 
@@ -158,7 +157,7 @@ TEST_F(TrainerTest, RunDirectoryIsProtected) {
 }
 
 TEST_F(TrainerTest, CorruptCheckpointIsNamed) {
-    fs::create_directories(dir_ + "/run");
+    fs::make_dirs(dir_ + "/run");
     trit::testing::write_raw_file(dir_ + "/run/checkpoint.pt", "not a zip archive");
     Recipe r = parse_recipe(trit::testing::tiny_recipe_yaml("training: {steps: 3}\n"), "tiny.yaml");
     auto o = quiet(dir_ + "/run");

@@ -7,23 +7,15 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include <cstdio>
-#include <filesystem>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace trit::trainers {
 namespace {
 
-void fsync_path(const std::string& path, int flags) {
-    int fd = ::open(path.c_str(), flags);
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
-}
-
 torch::serialize::InputArchive open_archive(const std::string& path) {
-    TRIT_CHECK(std::filesystem::is_regular_file(path), "checkpoint '", path,
+    TRIT_CHECK(fs::is_file(path), "checkpoint '", path,
                "': no such file (expected a run directory's ", kCheckpointFile, ")");
     torch::serialize::InputArchive in;
     try {
@@ -64,10 +56,15 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
     } catch (const c10::Error& e) {
         TRIT_FAIL("cannot write checkpoint '", tmp, "': ", e.what_without_backtrace());
     }
-    fsync_path(tmp, O_RDONLY);
-    TRIT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
-               "'");
-    fsync_path(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+    {
+        // The archive writer does not sync: do it before the rename makes the file visible.
+        const int fd = ::open(tmp.c_str(), O_RDONLY);
+        if (fd >= 0) {
+            ::fsync(fd);
+            ::close(fd);
+        }
+    }
+    fs::replace_file(tmp, path);
 }
 
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,

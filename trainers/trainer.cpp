@@ -8,13 +8,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/fashion_mnist.h"
+#include "core/fs.h"
 #include "core/sampler.h"
 #include "quantizers/layer_selection.h"
 #include "trainers/checkpoint.h"
@@ -22,7 +22,6 @@
 #include "trainers/metrics.h"
 
 namespace trit::trainers {
-namespace fs = std::filesystem;
 namespace {
 
 // Fashion-MNIST training-split pixel statistics (pixel / 255), fixed so that a model's expected
@@ -34,17 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        TRIT_CHECK(out.good(), "cannot write '", tmp, "'");
-        out << text;
-        TRIT_CHECK(out.good(), "cannot write '", tmp, "'");
-    }
-    fs::rename(tmp, path);
 }
 
 // "line N: 'a' vs 'b'" for the first line where two texts differ.
@@ -165,18 +153,15 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     Recipe recipe = recipe_in;
     if (!opt.out_dir.empty()) recipe.output.dir = opt.out_dir;
     const std::string run_dir = recipe.output.dir;
-    const std::string ckpt = (fs::path(run_dir) / kCheckpointFile).string();
+    const std::string ckpt = fs::join(run_dir, kCheckpointFile);
     const std::string recipe_text = recipe_to_yaml(recipe);
     const auto& t = recipe.training;
 
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    TRIT_CHECK(!ec && fs::is_directory(run_dir), "output directory '", run_dir,
-               "': cannot create it (", ec.message(), ")");
+    fs::make_dirs(run_dir);
     TRIT_CHECK(!(opt.resume && opt.overwrite), "--resume and --overwrite exclude each other");
     if (opt.overwrite) {
         for (const char* f : {kCheckpointFile, "metrics.jsonl", "summary.json", "recipe.yaml"})
-            fs::remove(fs::path(run_dir) / f, ec);
+            fs::remove_file(fs::join(run_dir, f));
     }
     if (opt.resume) {
         TRIT_CHECK(fs::exists(ckpt), "--resume: '", run_dir, "' holds no ", kCheckpointFile,
@@ -210,9 +195,9 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
                    pos.step, ") does not fit this recipe's ", total, " steps");
         summary.resumed_from = pos.step;
     }
-    write_text_file((fs::path(run_dir) / "recipe.yaml").string(), recipe_text);
+    fs::write_file_atomic(fs::join(run_dir, "recipe.yaml"), recipe_text);
 
-    MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string(), pos.step, opt.resume);
+    MetricsLog metrics(fs::join(run_dir, "metrics.jsonl"), pos.step, opt.resume);
     Progress progress(total, pos.step, t.batch_size, t.log_every, opt.progress);
     {
         std::ostringstream os;
@@ -301,7 +286,7 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     summary.seconds = seconds_since(start);
     summary.samples_per_second =
         train_seconds > 0 ? static_cast<double>((step - pos.step) * t.batch_size) / train_seconds : 0.0;
-    write_text_file((fs::path(run_dir) / "summary.json").string(),
+    fs::write_file_atomic(fs::join(run_dir, "summary.json"),
                     json_line({{"steps", summary.steps},
                                {"test_accuracy", summary.test.accuracy},
                                {"test_loss", summary.test.loss},

@@ -7,10 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace trit::testing {
 namespace {
@@ -55,12 +55,7 @@ void write_split(const std::string& dir, const std::string& prefix, int64_t n, u
 
 }  // namespace
 
-std::string make_temp_dir(const std::string& prefix) {
-    std::string templ = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
-    TRIT_CHECK(mkdtemp(templ.data()) != nullptr, templ, ": mkdtemp failed (", std::strerror(errno),
-               ")");
-    return templ;
-}
+std::string make_temp_dir(const std::string& prefix) { return fs::make_temp_dir(prefix); }
 
 std::string make_idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
                            const std::vector<uint8_t>& payload) {
@@ -98,7 +93,7 @@ void write_synthetic_fashion_mnist(const std::string& dir, int64_t n_train, int6
                                    uint64_t seed) {
     TRIT_CHECK(n_train >= 0 && n_test >= 0 && n_train <= UINT32_MAX && n_test <= UINT32_MAX,
                "write_synthetic_fashion_mnist: bad sizes ", n_train, ", ", n_test);
-    std::filesystem::create_directories(dir);
+    fs::make_dirs(dir);
     uint64_t rng = seed;  // one stream: train first, then test
     write_split(dir, "train", n_train, rng);
     write_split(dir, "t10k", n_test, rng);

@@ -71,19 +71,29 @@ std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o)
             c.rates.push_back(static_cast<double>(o.steps * c.recipe.training.batch_size) / s);
         }
     }
+    // Ratios are paired per repeat (each recipe against the baseline's rate in the same repeat),
+    // then the median: drift of a shared machine between repeats cancels out.
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const size_t n = v.size();
+        return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
     std::vector<ThroughputResult> out;
     for (auto& c : cands) {
+        std::vector<double> ratios;
+        for (size_t r = 0; r < c.rates.size(); ++r) ratios.push_back(c.rates[r] / cands.front().rates[r]);
+        const double ratio = median(ratios);
         std::sort(c.rates.begin(), c.rates.end());
         ThroughputResult r;
         r.recipe = c.recipe.name;
         for (const auto& q : c.setup.quantized_layers) r.quantized += (r.quantized.empty() ? "" : ",") + q;
         if (r.quantized.empty()) r.quantized = "none";
-        r.samples_per_second = c.rates[c.rates.size() / 2];
+        r.samples_per_second = median(c.rates);
+        r.ratio_to_baseline = ratio;
         r.min_samples_per_second = c.rates.front();
         r.max_samples_per_second = c.rates.back();
         out.push_back(r);
     }
-    for (auto& r : out) r.ratio_to_baseline = r.samples_per_second / out.front().samples_per_second;
     return out;
 }
 

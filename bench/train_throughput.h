@@ -1,6 +1,7 @@
 // Training-throughput benchmark: samples per second of the training step (forward, backward,
-// clipping, AdamW) for several recipes on the same machine, interleaved over repeats and reported
-// as medians, with each recipe's ratio to the first (the float baseline).
+// clipping, AdamW) for several recipes on the same machine, interleaved in short repeats. Rates are
+// medians over repeats; each recipe's ratio to the first (the float baseline) is the median of the
+// per-repeat ratios, which cancels the drift of a shared machine.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,8 @@ struct ThroughputOptions {
     std::vector<std::string> recipes;  // recipe files; the first is the baseline
     std::vector<std::string> overrides;  // --set applied to every recipe
     int64_t warmup_steps = 20;
-    int64_t steps = 200;  // timed steps per repeat
-    int64_t repeats = 5;
+    int64_t steps = 100;  // timed steps per repeat
+    int64_t repeats = 21;
     std::string device = "cpu";
 };
 
@@ -24,7 +25,7 @@ struct ThroughputResult {
     double samples_per_second = 0;     // median over repeats
     double min_samples_per_second = 0;
     double max_samples_per_second = 0;
-    double ratio_to_baseline = 0;      // median / baseline median
+    double ratio_to_baseline = 0;      // median over repeats of rate / baseline rate
 };
 
 std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& options);

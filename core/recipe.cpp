@@ -49,10 +49,12 @@ void check_pattern(const yaml::Object& o, const std::string& key, const std::str
 void read_quantization(yaml::Object o, QuantizationConfig& q) {
     {
         yaml::Object w = o.object("weight");
-        w.read_choice("method", q.weight.method, {"none", "absmean", "absmax_threshold"});
+        w.read_choice("method", q.weight.method,
+                      {"none", "absmean", "absmax_threshold", "binary", "balanced"});
         w.read_choice("granularity", q.weight.granularity, {"tensor", "channel", "group"});
         w.read("group_size", q.weight.group_size, 1, 1 << 20);
         w.read("threshold", q.weight.threshold, 0.0, 1.0, /*min_open=*/false);
+        w.read("depth", q.weight.depth, 1, 4);
         w.finish();
     }
     {
@@ -197,6 +199,7 @@ std::string recipe_to_yaml(const Recipe& r) {
     e << YAML::Key << "granularity" << YAML::Value << q.weight.granularity;
     e << YAML::Key << "group_size" << YAML::Value << q.weight.group_size;
     e << YAML::Key << "threshold" << YAML::Value << q.weight.threshold;
+    e << YAML::Key << "depth" << YAML::Value << q.weight.depth;
     e << YAML::EndMap;
     e << YAML::Key << "activation" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "method" << YAML::Value << q.activation.method;

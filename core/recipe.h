@@ -29,10 +29,11 @@ struct DataConfig {
 };
 
 struct WeightQuantConfig {
-    std::string method = "none";        // none | absmean (BitNet b1.58) | absmax_threshold
+    std::string method = "none";  // none | absmean (BitNet b1.58) | absmax_threshold | binary | balanced
     std::string granularity = "channel";  // scale per: tensor | channel | group
     int64_t group_size = 64;            // input weights per scale when granularity = group
     double threshold = 0.05;            // absmax_threshold: zero where |w| <= threshold * max|w|
+    int64_t depth = 2;                  // balanced: trits per weight, levels +-(3^depth - 1) / 2
 };
 
 struct ActQuantConfig {

@@ -1,67 +1,125 @@
-// Ternary weight quantizers and their straight-through fake-quant: see weight_quant.h.
+// Weight quantizers and their straight-through fake-quant: see weight_quant.h.
 #include "core/weight_quant.h"
 
 #include <torch/autograd.h>
+
+#include <cmath>
 
 #include "core/error.h"
 
 namespace trit {
 namespace {
 
-// Per-granule reduction of |w| (out, in): kind 0 = mean, 1 = max. A partial last group is padded
-// with zeros, which leaves sums and maxima of |w| unchanged; means divide by the true count.
-torch::Tensor reduce_abs(const torch::Tensor& w, const WeightQuantSpec& spec, bool max) {
-    torch::Tensor a = w.abs();
+// The weight as granules: v is (R, G, g) with R x G scales (tensor: 1 x 1, channel: out x 1,
+// group: out x ceil(in / g)); a partial last group is padded with zeros, `valid` masks the padding
+// (undefined when there is none) and `count` holds each granule's true size.
+struct Granules {
+    torch::Tensor v, valid, count;
+    int64_t out = 0, in = 0;
+};
+
+Granules split(const torch::Tensor& w, const WeightQuantSpec& spec) {
+    Granules s;
+    s.out = w.size(0);
+    s.in = w.size(1);
     switch (spec.granularity) {
         case ScaleGranularity::kTensor:
-            return (max ? a.max() : a.mean()).reshape({1, 1});
+            s.v = w.reshape({1, 1, s.out * s.in});
+            s.count = torch::full({1, 1, 1}, static_cast<double>(s.out * s.in), w.options());
+            return s;
         case ScaleGranularity::kChannel:
-            return max ? std::get<0>(a.max(/*dim=*/1, /*keepdim=*/true)) : a.mean(1, true);
-        case ScaleGranularity::kGroup: {
-            const int64_t out = w.size(0), in = w.size(1), g = spec.group_size;
-            const int64_t groups = (in + g - 1) / g, pad = groups * g - in;
-            torch::Tensor p = pad ? torch::constant_pad_nd(a, {0, pad}) : a;
-            p = p.view({out, groups, g});
-            if (max) return std::get<0>(p.max(/*dim=*/2));
-            torch::Tensor s = p.sum(2);  // (out, groups)
-            if (pad == 0) return s / static_cast<double>(g);
-            torch::Tensor count = torch::full({1, groups}, static_cast<double>(g), s.options());
-            count.index_put_({0, groups - 1}, static_cast<double>(g - pad));
-            return s / count;
-        }
+            s.v = w.reshape({s.out, 1, s.in});
+            s.count = torch::full({1, 1, 1}, static_cast<double>(s.in), w.options());
+            return s;
+        case ScaleGranularity::kGroup: break;
     }
-    TRIT_FAIL("unknown scale granularity");
+    const int64_t g = spec.group_size, groups = (s.in + g - 1) / g, pad = groups * g - s.in;
+    s.v = (pad ? torch::constant_pad_nd(w, {0, pad}) : w).reshape({s.out, groups, g});
+    s.count = torch::full({1, groups, 1}, static_cast<double>(g), w.options());
+    if (pad) {
+        s.count.index_put_({0, groups - 1, 0}, static_cast<double>(g - pad));
+        s.valid = torch::ones({1, groups * g}, w.options());
+        s.valid.narrow(1, s.in, pad).zero_();
+        s.valid = s.valid.reshape({1, groups, g});
+    }
+    return s;
 }
 
-// STE: forward returns the dequantized ternary weight, backward the incoming gradient unchanged.
-struct TernarySte : torch::autograd::Function<TernarySte> {
+// Back from (R, G, g) to (out, in).
+torch::Tensor merge(const Granules& s, const torch::Tensor& x) {
+    return x.reshape({s.out, -1}).narrow(1, 0, s.in);
+}
+
+torch::Tensor masked(const Granules& s, const torch::Tensor& x) {
+    return s.valid.defined() ? x * s.valid : x;
+}
+
+// Keeps the two largest-|w| non-zero codes of every 4 consecutive inputs (ties: lower index).
+torch::Tensor mask_2_of_4(const torch::Tensor& q, const torch::Tensor& w) {
+    const int64_t out = q.size(0), in = q.size(1), pad = (4 - in % 4) % 4;
+    torch::Tensor score = torch::where(q != 0, w.abs(), torch::full_like(w, -1.0));
+    if (pad) score = torch::constant_pad_nd(score, {0, pad}, -1.0);
+    score = score.reshape({out, -1, 4});
+    // A stable descending sort keeps equal scores in index order.
+    torch::Tensor order = std::get<1>(torch::sort(score, /*stable=*/true, /*dim=*/2, /*descending=*/true));
+    torch::Tensor keep = torch::zeros_like(score).scatter_(2, order.narrow(2, 0, 2), 1.0);
+    return q * keep.reshape({out, -1}).narrow(1, 0, in);
+}
+
+// STE: forward returns the dequantized weight, backward the incoming gradient unchanged.
+struct WeightSte : torch::autograd::Function<WeightSte> {
     static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& w,
-                                 int64_t method, int64_t granularity, int64_t group_size,
-                                 double threshold) {
-        WeightQuantSpec spec{static_cast<WeightQuantMethod>(method),
-                             static_cast<ScaleGranularity>(granularity), group_size, threshold};
-        return dequantize(ternary_quantize(w, spec), spec);
+                                 const WeightQuantSpec* spec) {
+        return dequantize(quantize_weight(w, *spec), *spec);
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
                                                    torch::autograd::variable_list grad) {
-        return {grad[0], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        return {grad[0], torch::Tensor()};
     }
 };
 
 }  // namespace
 
 WeightQuantMethod parse_weight_quant_method(const std::string& name) {
-    if (name == "none") return WeightQuantMethod::kNone;
-    if (name == "absmean") return WeightQuantMethod::kAbsmean;
-    if (name == "absmax_threshold") return WeightQuantMethod::kAbsmaxThreshold;
-    TRIT_FAIL("unknown weight quantizer '", name, "'; known: none, absmean, absmax_threshold");
+    for (auto m : {WeightQuantMethod::kNone, WeightQuantMethod::kAbsmean,
+                   WeightQuantMethod::kAbsmaxThreshold, WeightQuantMethod::kBinary,
+                   WeightQuantMethod::kBalanced})
+        if (name == weight_quant_method_name(m)) return m;
+    TRIT_FAIL("unknown weight quantizer '", name,
+              "'; known: none, absmean, absmax_threshold, binary, balanced");
+}
+
+const char* weight_quant_method_name(WeightQuantMethod m) {
+    switch (m) {
+        case WeightQuantMethod::kNone: return "none";
+        case WeightQuantMethod::kAbsmean: return "absmean";
+        case WeightQuantMethod::kAbsmaxThreshold: return "absmax_threshold";
+        case WeightQuantMethod::kBinary: return "binary";
+        case WeightQuantMethod::kBalanced: return "balanced";
+    }
+    return "?";
 }
 
 ScaleGranularity parse_scale_granularity(const std::string& name) {
-    if (name == "tensor") return ScaleGranularity::kTensor;
-    if (name == "channel") return ScaleGranularity::kChannel;
-    if (name == "group") return ScaleGranularity::kGroup;
+    for (auto g : {ScaleGranularity::kTensor, ScaleGranularity::kChannel, ScaleGranularity::kGroup})
+        if (name == scale_granularity_name(g)) return g;
     TRIT_FAIL("unknown scale granularity '", name, "'; known: tensor, channel, group");
+}
+
+const char* scale_granularity_name(ScaleGranularity g) {
+    switch (g) {
+        case ScaleGranularity::kTensor: return "tensor";
+        case ScaleGranularity::kChannel: return "channel";
+        case ScaleGranularity::kGroup: return "group";
+    }
+    return "?";
+}
+
+int64_t weight_quant_levels(const WeightQuantSpec& spec) {
+    if (spec.method != WeightQuantMethod::kBalanced) return 1;
+    int64_t p = 1;
+    for (int64_t i = 0; i < spec.depth; ++i) p *= 3;
+    return (p - 1) / 2;
 }
 
 torch::Tensor expand_scale(const torch::Tensor& scale, const WeightQuantSpec& spec, int64_t in) {
@@ -69,41 +127,65 @@ torch::Tensor expand_scale(const torch::Tensor& scale, const WeightQuantSpec& sp
     return scale.repeat_interleave(spec.group_size, /*dim=*/1).narrow(1, 0, in);
 }
 
-TernaryWeights ternary_quantize(const torch::Tensor& weight, const WeightQuantSpec& spec) {
-    TRIT_CHECK(weight.dim() == 2, "ternary_quantize: expected a 2-D (out, in) weight, got ",
+QuantizedWeights quantize_weight(const torch::Tensor& weight, const WeightQuantSpec& spec) {
+    TRIT_CHECK(weight.dim() == 2, "quantize_weight: expected a 2-D (out, in) weight, got ",
                weight.sizes());
-    TRIT_CHECK(spec.group_size >= 1, "ternary_quantize: group_size must be >= 1, got ",
+    TRIT_CHECK(spec.group_size >= 1, "quantize_weight: group_size must be >= 1, got ",
                spec.group_size);
+    TRIT_CHECK(spec.method != WeightQuantMethod::kNone,
+               "quantize_weight: method none has no quantized form");
+    TRIT_CHECK(spec.method != WeightQuantMethod::kBalanced || (spec.depth >= 1 && spec.depth <= 4),
+               "quantize_weight: balanced depth must be 1..4, got ", spec.depth);
+    TRIT_CHECK(!spec.sparse24 || spec.method == WeightQuantMethod::kAbsmean ||
+                   spec.method == WeightQuantMethod::kAbsmaxThreshold,
+               "quantize_weight: a 2:4 mask needs a ternary method (absmean, absmax_threshold)");
     torch::NoGradGuard no_grad;
     torch::Tensor w = weight.detach();
-    const int64_t in = w.size(1);
+    const Granules g = split(w, spec);
+    auto finish_scale = [&](torch::Tensor s) {  // (R, G)
+        return spec.fp16_scales ? s.to(torch::kHalf).to(w.scalar_type()) : s;
+    };
+    torch::Tensor scale, q;  // scale (R, G); q (R, G, g)
     switch (spec.method) {
         case WeightQuantMethod::kAbsmean: {
-            torch::Tensor gamma = reduce_abs(w, spec, /*max=*/false);
-            torch::Tensor q = (w / (expand_scale(gamma, spec, in) + kAbsmeanEps)).round_().clamp_(-1, 1);
-            return {q, gamma};
+            scale = finish_scale((g.v.abs().sum(2, true) / g.count).squeeze(2));
+            q = (g.v / (scale.unsqueeze(2) + kAbsmeanEps)).round_().clamp_(-1, 1);
+            break;
         }
         case WeightQuantMethod::kAbsmaxThreshold: {
-            torch::Tensor alpha = reduce_abs(w, spec, /*max=*/true);
-            torch::Tensor keep = w.abs() > expand_scale(alpha, spec, in) * spec.threshold;
-            // where() rather than sign * mask: a masked negative weight must be +0, not -0.
-            return {torch::where(keep, w.sign(), torch::zeros_like(w)), alpha};
-        }
-        case WeightQuantMethod::kNone:
+            scale = finish_scale(std::get<0>(g.v.abs().max(/*dim=*/2)));
+            torch::Tensor keep = g.v.abs() > scale.unsqueeze(2) * spec.threshold;
+            q = torch::where(keep, g.v.sign(), torch::zeros_like(g.v));
             break;
+        }
+        case WeightQuantMethod::kBinary: {
+            torch::Tensor mu = g.v.sum(2, true) / g.count;
+            torch::Tensor centred = g.v - mu;
+            scale = finish_scale((masked(g, centred.abs()).sum(2, true) / g.count).squeeze(2));
+            q = torch::where(centred >= 0, torch::ones_like(g.v), -torch::ones_like(g.v));
+            break;
+        }
+        case WeightQuantMethod::kBalanced: {
+            const double levels = static_cast<double>(weight_quant_levels(spec));
+            scale = finish_scale(std::get<0>(g.v.abs().max(/*dim=*/2)) / levels);
+            torch::Tensor s = scale.unsqueeze(2);
+            q = torch::where(s > 0, g.v / s, torch::zeros_like(g.v)).round_().clamp_(-levels, levels);
+            break;
+        }
+        case WeightQuantMethod::kNone: break;
     }
-    TRIT_FAIL("ternary_quantize: method none has no ternary form");
+    q = merge(g, q).add(0.0);  // + 0 turns round()'s -0 into +0: codes compare bit for bit
+    if (spec.sparse24) q = mask_2_of_4(q, w);
+    return {q.contiguous(), scale.contiguous()};
 }
 
-torch::Tensor dequantize(const TernaryWeights& t, const WeightQuantSpec& spec) {
+torch::Tensor dequantize(const QuantizedWeights& t, const WeightQuantSpec& spec) {
     return t.q * expand_scale(t.scale, spec, t.q.size(1));
 }
 
 torch::Tensor weight_fake_quant(const torch::Tensor& w, const WeightQuantSpec& spec) {
     if (spec.method == WeightQuantMethod::kNone) return w;
-    return TernarySte::apply(w, static_cast<int64_t>(spec.method),
-                             static_cast<int64_t>(spec.granularity), spec.group_size,
-                             spec.threshold);
+    return WeightSte::apply(w, &spec);
 }
 
 }  // namespace trit

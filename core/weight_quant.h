@@ -1,7 +1,13 @@
-// Ternary weight quantizers for (out, in) weights. absmean (BitNet b1.58): g = mean|W| per scale
-// granule, W_q = clip(round(W / (g + eps)), -1, 1). absmax_threshold (BitTorch): a = max|W| per
-// granule, W_q = sign(W) where |W| > lambda * a, else 0. W_eff = scale * W_q. Scales are statistics:
-// computed without autograd, they never receive a gradient.
+// Weight quantizers for (out, in) weights: W_eff = scale * W_q with one scale per granule (tensor,
+// output channel, or group of input weights). Scales are statistics computed without autograd:
+// they never receive a gradient; the latent weights get the straight-through gradient.
+//   absmean (BitNet b1.58): s = mean|W|, W_q = clip(round(W / (s + eps)), -1, 1)
+//   absmax_threshold (BitTorch): s = max|W|, W_q = sign(W) where |W| > lambda * s, else 0
+//   binary (BWTA): mu = mean(W), s = mean|W - mu|, W_q = +1 where W - mu >= 0, else -1
+//   balanced (balanced ternary, depth d): L = (3^d - 1) / 2, s = max|W| / L,
+//       W_q = clip(round(W / s), -L, L) (0 where s = 0)
+// Options: sparse24 keeps at most 2 non-zero codes in every 4 consecutive inputs (the largest
+// |W|; ties to the lower index), fp16_scales rounds scales to fp16 before the codes are computed.
 #pragma once
 
 #include <torch/types.h>
@@ -12,30 +18,37 @@ namespace trit {
 
 inline constexpr float kAbsmeanEps = 1e-5f;  // keeps W / (g + eps) finite for an all-zero granule
 
-enum class WeightQuantMethod { kNone, kAbsmean, kAbsmaxThreshold };
+enum class WeightQuantMethod { kNone, kAbsmean, kAbsmaxThreshold, kBinary, kBalanced };
 enum class ScaleGranularity { kTensor, kChannel, kGroup };
 
 struct WeightQuantSpec {
     WeightQuantMethod method = WeightQuantMethod::kNone;
     ScaleGranularity granularity = ScaleGranularity::kChannel;
-    int64_t group_size = 64;  // input weights per scale (kGroup); the last group may be partial
-    double threshold = 0.05;  // lambda of absmax_threshold
+    int64_t group_size = 64;   // input weights per scale (kGroup); the last group may be partial
+    double threshold = 0.05;   // lambda of absmax_threshold
+    int64_t depth = 2;         // trits per weight of balanced (1..4)
+    bool sparse24 = false;     // 2:4 mask on the codes (ternary methods)
+    bool fp16_scales = false;  // scales rounded to fp16 (what a file with fp16 scales holds)
 };
 
 WeightQuantMethod parse_weight_quant_method(const std::string& name);
+const char* weight_quant_method_name(WeightQuantMethod method);
 ScaleGranularity parse_scale_granularity(const std::string& name);
+const char* scale_granularity_name(ScaleGranularity granularity);
+// Largest code magnitude of a method: 1 for the ternary and binary ones, (3^d - 1) / 2 balanced.
+int64_t weight_quant_levels(const WeightQuantSpec& spec);
 
-struct TernaryWeights {
-    torch::Tensor q;      // (out, in) float32 in {-1, 0, +1}
+struct QuantizedWeights {
+    torch::Tensor q;      // (out, in) float32 integer codes
     torch::Tensor scale;  // (1, 1) tensor, (out, 1) channel, (out, ceil(in / group)) group
 };
 
-// Quantizes a 2-D weight; the result carries no autograd history.
-TernaryWeights ternary_quantize(const torch::Tensor& w, const WeightQuantSpec& spec);
-// Broadcasts `scale` back to the (out, in) weight shape.
+// Quantizes a 2-D weight; the result carries no autograd history. method must not be none.
+QuantizedWeights quantize_weight(const torch::Tensor& w, const WeightQuantSpec& spec);
+// Broadcasts `scale` back to an (out, in) weight.
 torch::Tensor expand_scale(const torch::Tensor& scale, const WeightQuantSpec& spec, int64_t in);
 // scale * q in the weight's shape.
-torch::Tensor dequantize(const TernaryWeights& t, const WeightQuantSpec& spec);
+torch::Tensor dequantize(const QuantizedWeights& t, const WeightQuantSpec& spec);
 
 // The training forward's effective weight: forward gives scale * W_q, backward passes the
 // gradient straight through to `w` unchanged (STE). method = none returns `w` itself.

@@ -19,6 +19,7 @@ LinearQuantSpec linear_quant_spec(const QuantizationConfig& c) {
     spec.weight.granularity = parse_scale_granularity(c.weight.granularity);
     spec.weight.group_size = c.weight.group_size;
     spec.weight.threshold = c.weight.threshold;
+    spec.weight.depth = c.weight.depth;
     spec.activation = parse_act_quant_method(c.activation.method);
     return spec;
 }

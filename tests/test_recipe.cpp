@@ -67,7 +67,7 @@ TEST(Recipe, WrongTypesAndRangesNameExpectation) {
 TEST(Recipe, ChoicesListKnownValues) {
     const std::string e = parse_error("quantization:\n  weight:\n    method: absmedian\n");
     EXPECT_THAT(e, HasSubstr("quantization.weight.method"));
-    EXPECT_THAT(e, HasSubstr("{none, absmean, absmax_threshold}"));
+    EXPECT_THAT(e, HasSubstr("{none, absmean, absmax_threshold, binary, balanced}"));
     EXPECT_THAT(parse_error("model:\n  type: cnn\n"), HasSubstr("expected one of {mlp}"));
 }
 

@@ -1,0 +1,155 @@
+// tern2 CPU reference: pack, unpack, validate and the integer/float products (spec in tern2.h).
+// Scalar on purpose, it defines the result bit for bit; the products decode the packed bytes with
+// the header's device helpers instead of unpacking, so they exercise the layout kernels read.
+#include "exporters/formats/tern2.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace trit::formats {
+namespace {
+
+void check_shape(const char* who, int64_t n, int64_t k) {
+    TRIT_CHECK(n >= 1 && k >= 1, who, ": n and k must be >= 1 (got n=", n, ", k=", k, ")");
+}
+
+void check_product(const char* who, const uint8_t* packed, int64_t n, int64_t k, const void* x,
+                   int64_t m, int64_t group, const void* acc) {
+    check_shape(who, n, k);
+    TRIT_CHECK(m >= 1 && group >= 1, who, ": m and group must be >= 1 (got m=", m,
+               ", group=", group, ")");
+    TRIT_CHECK(packed != nullptr && x != nullptr && acc != nullptr, who,
+               ": packed, x and acc must be non-null (n=", n, ", k=", k, ", m=", m, ")");
+}
+
+// Only the int32 products: the float accumulators have no such bound.
+void check_int32_range(const char* who, int64_t k, int64_t group) {
+    const int64_t len = std::min(group, k);
+    TRIT_CHECK(len <= acc_max_group_len(1), who, ": a scale group of ", len,
+               " columns could overflow the int32 accumulator (128 * ", len,
+               " > 2^31 - 1); use group <= ", acc_max_group_len(1));
+}
+
+void validate(const char* who, const uint8_t* packed, int64_t n, int64_t k) {
+    const int64_t rb = tern2_row_bytes(k);
+    for (int64_t r = 0; r < n; ++r) {
+        const uint8_t* row = packed + r * rb;
+        for (int64_t b = 0; b < rb; ++b) {
+            for (int j = 0; j < kTern2CodesPerByte; ++j) {
+                const int64_t col = b * kTern2CodesPerByte + j;
+                const int field = tern2_field(row[b], j);
+                if (col >= k) {
+                    TRIT_CHECK(field == kTern2FieldZero, who, ": row ", r, ", byte ", b,
+                               ": padding field ", j, " (bits ", 2 * j, "..", 2 * j + 1,
+                               ", column ", col, " >= k = ", k, ") is ", field,
+                               ", expected 0 (00)");
+                } else {
+                    TRIT_CHECK(field != kTern2FieldInvalid, who, ": row ", r, ", byte ", b,
+                               ": field ", j, " (bits ", 2 * j, "..", 2 * j + 1, ", column ", col,
+                               ") is 11, which is not a tern2 code (expected 00 = 0, 01 = +1, "
+                               "10 = -1)");
+                }
+            }
+        }
+    }
+}
+
+// Shared loop of the int32 and float products: per (i, j, g), walk the bytes that overlap the
+// group and decode each field from the byte held in a register.
+template <typename X, typename Acc>
+void gemm(const uint8_t* packed, int64_t n, int64_t k, const X* x, int64_t m, int64_t group,
+          Acc* acc) {
+    const int64_t rb = tern2_row_bytes(k);
+    const int64_t groups = acc_num_groups(k, group);
+    for (int64_t i = 0; i < m; ++i) {
+        const X* xi = x + i * k;
+        for (int64_t j = 0; j < n; ++j) {
+            const uint8_t* row = packed + j * rb;
+            Acc* out = acc + (i * n + j) * groups;
+            for (int64_t g = 0; g < groups; ++g) {
+                const int64_t c0 = g * group;
+                const int64_t c1 = std::min(k, c0 + group);
+                Acc sum = 0;
+                for (int64_t b = c0 / kTern2CodesPerByte; b * kTern2CodesPerByte < c1; ++b) {
+                    const uint8_t byte = row[b];
+                    const int64_t base = b * kTern2CodesPerByte;
+                    const int64_t lo = std::max(c0, base);
+                    const int64_t hi = std::min(c1, base + kTern2CodesPerByte);
+                    for (int64_t c = lo; c < hi; ++c) {
+                        const int code =
+                            tern2_decode(tern2_field(byte, static_cast<int>(c - base)));
+                        // A zero code adds +0 (a no-op: sum starts at +0 and never becomes -0),
+                        // also for a non-finite float x, as a multiply-free kernel skips it.
+                        sum += code != 0 ? static_cast<Acc>(xi[c]) * static_cast<Acc>(code) : Acc{0};
+                    }
+                }
+                out[g] = sum;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void tern2_pack(const int8_t* codes, int64_t n, int64_t k, uint8_t* packed) {
+    check_shape("tern2_pack", n, k);
+    TRIT_CHECK(codes != nullptr && packed != nullptr,
+               "tern2_pack: codes and packed must be non-null (n=", n, ", k=", k, ")");
+    const int64_t rb = tern2_row_bytes(k);
+    for (int64_t r = 0; r < n; ++r) {
+        const int8_t* src = codes + r * k;
+        uint8_t* row = packed + r * rb;
+        std::fill(row, row + rb, uint8_t{0});  // padding fields stay 00
+        for (int64_t c = 0; c < k; ++c) {
+            const int code = src[c];
+            TRIT_CHECK(code >= -1 && code <= 1, "tern2_pack: code ", code, " at (row ", r,
+                       ", col ", c, ") is not in {-1, 0, +1}");
+            row[c / kTern2CodesPerByte] |= static_cast<uint8_t>(
+                tern2_encode(code) << (kTern2BitsPerCode * (c % kTern2CodesPerByte)));
+        }
+    }
+}
+
+void tern2_validate(const uint8_t* packed, int64_t n, int64_t k) {
+    check_shape("tern2_validate", n, k);
+    TRIT_CHECK(packed != nullptr, "tern2_validate: packed must be non-null");
+    validate("tern2_validate", packed, n, k);
+}
+
+void tern2_unpack(const uint8_t* packed, int64_t n, int64_t k, int8_t* codes) {
+    check_shape("tern2_unpack", n, k);
+    TRIT_CHECK(packed != nullptr && codes != nullptr,
+               "tern2_unpack: packed and codes must be non-null (n=", n, ", k=", k, ")");
+    validate("tern2_unpack", packed, n, k);
+    const int64_t rb = tern2_row_bytes(k);
+    for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < k; ++c) {
+            const uint8_t byte = packed[r * rb + c / kTern2CodesPerByte];
+            codes[r * k + c] = static_cast<int8_t>(
+                tern2_decode(tern2_field(byte, static_cast<int>(c % kTern2CodesPerByte))));
+        }
+    }
+}
+
+void tern2_gemm_ref(const uint8_t* packed, int64_t n, int64_t k, const int8_t* x, int64_t m,
+                    int64_t group, int32_t* acc) {
+    check_product("tern2_gemm_ref", packed, n, k, x, m, group, acc);
+    check_int32_range("tern2_gemm_ref", k, group);
+    validate("tern2_gemm_ref", packed, n, k);
+    gemm(packed, n, k, x, m, group, acc);
+}
+
+void tern2_gemv_ref(const uint8_t* packed, int64_t n, int64_t k, const int8_t* x, int64_t group,
+                    int32_t* acc) {
+    tern2_gemm_ref(packed, n, k, x, /*m=*/1, group, acc);
+}
+
+void tern2_gemm_f32_ref(const uint8_t* packed, int64_t n, int64_t k, const float* x, int64_t m,
+                        int64_t group, float* acc) {
+    check_product("tern2_gemm_f32_ref", packed, n, k, x, m, group, acc);
+    validate("tern2_gemm_f32_ref", packed, n, k);
+    gemm(packed, n, k, x, m, group, acc);
+}
+
+}  // namespace trit::formats

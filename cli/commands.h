@@ -15,5 +15,8 @@ struct Command {
 Command add_train(CLI::App& app);
 Command add_summary(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_export(CLI::App& app);
+Command add_inspect(CLI::App& app);
+Command add_validate(CLI::App& app);
 
 }  // namespace trit::cli

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
     app.footer("Example:\n  trit train recipes/fashion_mnist_ternary.yaml --set training.epochs=2\n"
                "Run 'trit SUBCOMMAND --help' for a subcommand's options.");
     const std::vector<trit::cli::Command> commands = {
-        trit::cli::add_train(app), trit::cli::add_summary(app), trit::cli::add_bench(app)};
+        trit::cli::add_train(app),  trit::cli::add_export(app), trit::cli::add_inspect(app),
+        trit::cli::add_validate(app), trit::cli::add_summary(app), trit::cli::add_bench(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,6 +1,8 @@
 // QuantLinear: a drop-in for torch::nn::Linear (same parameters, same initialisation) whose
 // forward fake-quantizes its input activations and weight when a LinearQuantSpec is set:
-// y = act_q(x) . W_eff^T + b, with straight-through gradients to x and the latent W.
+// y = act_q(x) . W_eff^T + b, with straight-through gradients to x and the latent W. With int8
+// activations and quantized weights the forward is integer-exact (int8_linear.h), which makes it
+// bit-identical to packed inference.
 #pragma once
 
 #include <torch/nn/cloneable.h>

@@ -24,6 +24,18 @@ Object::Object(YAML::Node node, std::string path, std::shared_ptr<const Source> 
         TRIT_FAIL(source_->name, line, ": ", at, ": expected a mapping of keys, got ",
                   describe(node_));
     }
+    // yaml-cpp keeps the first of two equal keys without a word: refuse them instead.
+    if (node_.IsMap()) {
+        std::map<std::string, int> first_line;
+        for (const auto& kv : node_) {
+            const std::string key = kv.first.Scalar();
+            const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
+            auto [it, fresh] = first_line.emplace(key, line);
+            if (!fresh)
+                TRIT_FAIL(source_->name, ":", line, ": ", key_path(key), ": duplicate key (first at line ",
+                          it->second, ")");
+        }
+    }
 }
 
 std::string Object::key_path(const std::string& key) const {

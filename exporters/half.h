@@ -58,7 +58,9 @@ constexpr uint16_t f32_bits_to_bf16_bits(uint32_t x) {
     return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-constexpr uint32_t bf16_bits_to_f32_bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
+constexpr uint32_t bf16_bits_to_f32_bits(uint16_t b) {
+    return static_cast<uint32_t>(b) << 16;
+}
 
 inline uint32_t f32_bits(float f) {
     uint32_t x;
@@ -72,9 +74,17 @@ inline float f32_from_bits(uint32_t x) {
     return f;
 }
 
-inline uint16_t f32_to_f16_bits(float f) { return f32_bits_to_f16_bits(f32_bits(f)); }
-inline float f16_bits_to_f32(uint16_t h) { return f32_from_bits(f16_bits_to_f32_bits(h)); }
-inline uint16_t f32_to_bf16_bits(float f) { return f32_bits_to_bf16_bits(f32_bits(f)); }
-inline float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(bf16_bits_to_f32_bits(b)); }
+inline uint16_t f32_to_f16_bits(float f) {
+    return f32_bits_to_f16_bits(f32_bits(f));
+}
+inline float f16_bits_to_f32(uint16_t h) {
+    return f32_from_bits(f16_bits_to_f32_bits(h));
+}
+inline uint16_t f32_to_bf16_bits(float f) {
+    return f32_bits_to_bf16_bits(f32_bits(f));
+}
+inline float bf16_bits_to_f32(uint16_t b) {
+    return f32_from_bits(bf16_bits_to_f32_bits(b));
+}
 
 }  // namespace trit

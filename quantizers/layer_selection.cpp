@@ -24,13 +24,11 @@ LinearQuantSpec linear_quant_spec(const QuantizationConfig& c) {
     return spec;
 }
 
-std::vector<std::string> apply_quantization(torch::nn::Module& model, const std::string& output_layer,
-                                            const QuantizationConfig& config) {
-    const LinearQuantSpec spec = linear_quant_spec(config);
+std::vector<std::string> selected_layers(torch::nn::Module& model, const std::string& output_layer,
+                                         const QuantizationConfig& config) {
     auto layers = quant_linears(model);
     std::string names;
     for (const auto& l : layers) names += (names.empty() ? "" : ", ") + l.first;
-
     auto check_used = [&](const std::vector<std::string>& patterns, const char* key) {
         for (const auto& p : patterns) {
             bool used = std::any_of(layers.begin(), layers.end(),
@@ -43,7 +41,8 @@ std::vector<std::string> apply_quantization(torch::nn::Module& model, const std:
     check_used(config.ignore, "ignore");
 
     std::vector<std::string> selected;
-    for (auto& [name, layer] : layers) {
+    for (const auto& l : layers) {
+        const std::string& name = l.first;
         bool take;
         if (name == output_layer) {  // only by its exact name
             take = std::find(config.targets.begin(), config.targets.end(), name) != config.targets.end();
@@ -53,10 +52,22 @@ std::vector<std::string> apply_quantization(torch::nn::Module& model, const std:
         }
         take = take && std::none_of(config.ignore.begin(), config.ignore.end(),
                                     [&](const std::string& p) { return pattern_matches(p, name); });
-        layer->set_quant(take && spec.enabled() ? spec : LinearQuantSpec{});
-        if (take && spec.enabled()) selected.push_back(name);
+        if (take) selected.push_back(name);
     }
     return selected;
+}
+
+std::vector<std::string> apply_quantization(torch::nn::Module& model, const std::string& output_layer,
+                                            const QuantizationConfig& config) {
+    const LinearQuantSpec spec = linear_quant_spec(config);
+    const std::vector<std::string> selected = selected_layers(model, output_layer, config);
+    std::vector<std::string> quantized;
+    for (auto& [name, layer] : quant_linears(model)) {
+        const bool take = spec.enabled() && std::find(selected.begin(), selected.end(), name) != selected.end();
+        layer->set_quant(take ? spec : LinearQuantSpec{});
+        if (take) quantized.push_back(name);
+    }
+    return quantized;
 }
 
 }  // namespace trit::quantizers

@@ -33,7 +33,7 @@ TEST_F(CliTest, VersionAndHelpWithExamples) {
     auto v = run_trit("--version");
     EXPECT_EQ(v.exit_code, 0);
     EXPECT_THAT(v.output, HasSubstr("trit " TRIT_VERSION));
-    for (const char* sub : {"train", "summary", "bench", "bench train"}) {
+    for (const char* sub : {"train", "export", "inspect", "validate", "summary", "bench", "bench train"}) {
         auto h = run_trit(std::string(sub) + " --help");
         EXPECT_EQ(h.exit_code, 0) << sub;
         EXPECT_THAT(h.output, HasSubstr("Example")) << sub;
@@ -107,6 +107,41 @@ TEST_F(CliTest, BadInputsGiveClearErrorsAndNoCrash) {
     EXPECT_NE(run_trit("train").exit_code, 0);
     EXPECT_NE(run_trit("train '" + recipe_ + "' --no-such-flag").exit_code, 0);
     EXPECT_NE(run_trit("frobnicate").exit_code, 0);
+}
+
+TEST_F(CliTest, ExportInspectValidate) {
+    const std::string run = dir_ + "/run", model = dir_ + "/m.h5";
+    ASSERT_EQ(run_trit("train '" + recipe_ + "' --out '" + run + "' -q").exit_code, 0);
+    for (const char* format : {"tern2", "tern24", "bt2"}) {
+        auto e = run_trit("export '" + run + "' --format " + format + " --out '" + model + "'");
+        ASSERT_EQ(e.exit_code, 0) << e.output;
+        EXPECT_THAT(e.output, HasSubstr(std::string("fc1: ") + format));
+        EXPECT_THAT(e.output, HasSubstr("head: float"));
+        auto i = run_trit("inspect '" + model + "'");
+        ASSERT_EQ(i.exit_code, 0) << i.output;
+        EXPECT_THAT(i.output, HasSubstr(format));
+        EXPECT_THAT(i.output, HasSubstr("of FP32"));
+        auto v = run_trit("validate '" + model + "' --against '" + run + "/checkpoint.pt'");
+        EXPECT_EQ(v.exit_code, 0) << v.output;
+        EXPECT_THAT(v.output, HasSubstr("top-1 agreement 100.00%"));
+        EXPECT_THAT(v.output, HasSubstr("PASS"));
+    }
+    // A file checked against another run is refused; so are bad flags.
+    const std::string other = dir_ + "/other";
+    ASSERT_EQ(run_trit("train '" + recipe_ + "' --out '" + other + "' -q --set seed=9").exit_code, 0);
+    auto v = run_trit("validate '" + model + "' --against '" + other + "'");
+    EXPECT_EQ(v.exit_code, 1);
+    EXPECT_THAT(v.output, HasSubstr("recipe differs"));
+    auto f = run_trit("export '" + run + "' --format tern3 --out '" + model + "'");
+    EXPECT_EQ(f.exit_code, 1);
+    EXPECT_THAT(f.output, HasSubstr("known: tern2, tern24, bin1, bt1, bt2, bt3, bt4"));
+    EXPECT_THAT(run_trit("export '" + run + "' --format tern2 --group 32 --out '" + model + "'").output,
+                HasSubstr("--group: only bt<d>"));
+    EXPECT_THAT(run_trit("export '" + dir_ + "/nowhere' --format tern2 --out '" + model + "'").output,
+                HasSubstr("expected a run directory"));
+    EXPECT_THAT(run_trit("inspect '" + dir_ + "/nothing.h5'").output, HasSubstr("nothing.h5"));
+    EXPECT_THAT(run_trit("validate '" + model + "' --against '" + run + "' --limit -5").output,
+                HasSubstr("--limit"));
 }
 
 TEST_F(CliTest, BenchTrainReportsRatio) {

@@ -64,6 +64,13 @@ TEST(Recipe, WrongTypesAndRangesNameExpectation) {
     EXPECT_THAT(parse_error("- a\n- b\n"), HasSubstr("expected a mapping of keys"));
 }
 
+TEST(Recipe, DuplicateKeysAreRejected) {
+    EXPECT_THAT(parse_error("model:\n  hidden: [4]\nseed: 1\nmodel:\n  hidden: [8]\n"),
+                HasSubstr("r.yaml:4: model: duplicate key (first at line 1)"));
+    EXPECT_THAT(parse_error("optimizer:\n  lr: 0.1\n  lr: 0.2\n"),
+                HasSubstr("r.yaml:3: optimizer.lr: duplicate key (first at line 2)"));
+}
+
 TEST(Recipe, ChoicesListKnownValues) {
     const std::string e = parse_error("quantization:\n  weight:\n    method: absmedian\n");
     EXPECT_THAT(e, HasSubstr("quantization.weight.method"));

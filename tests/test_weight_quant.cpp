@@ -245,6 +245,34 @@ TEST(QuantLinear, QuantizedForwardUsesEffectiveWeightAndNoScaleParameter) {
     EXPECT_EQ(ql->parameters().size(), 2u);
 }
 
+// int8 activations + quantized weights: the integer-exact forward equals the fake-quant linear
+// up to float reassociation, and its gradients are exactly the straight-through ones.
+TEST(QuantLinear, Int8PathMatchesFakeQuantAndHasStraightThroughGradients) {
+    torch::manual_seed(13);
+    for (auto g : {ScaleGranularity::kChannel, ScaleGranularity::kGroup, ScaleGranularity::kTensor}) {
+        QuantLinear ql(70, 9);
+        LinearQuantSpec s;
+        s.weight = spec(WeightQuantMethod::kAbsmean, g, /*group=*/16);
+        s.activation = ActQuantMethod::kInt8PerToken;
+        ql->set_quant(s);
+        auto x = torch::randn({2, 3, 70}, torch::requires_grad());
+        auto y = ql->forward(x);
+        ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 9}));
+
+        auto x_hat = act_fake_quant(x.detach(), ActQuantMethod::kInt8PerToken).requires_grad_(true);
+        auto w_eff = dequantize(quantize_weight(ql->weight, s.weight), s.weight).requires_grad_(true);
+        auto ref = torch::linear(x_hat, w_eff, ql->bias.detach());
+        EXPECT_TRUE(torch::allclose(y, ref, /*rtol=*/1e-5, /*atol=*/1e-6));
+
+        auto gy = torch::randn_like(y);
+        y.backward(gy);
+        ref.backward(gy);
+        EXPECT_TRUE(torch::allclose(ql->weight.grad(), w_eff.grad(), 1e-6, 1e-7));
+        EXPECT_TRUE(torch::allclose(x.grad(), x_hat.grad(), 1e-6, 1e-7));
+        EXPECT_TRUE(torch::allclose(ql->bias.grad(), gy.sum(std::vector<int64_t>{0, 1})));
+    }
+}
+
 TEST(QuantLinear, RejectsWrongInputWidth) {
     QuantLinear ql(8, 2);
     EXPECT_THROW(ql->forward(torch::randn({3, 9})), Error);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "quantizers/layer_selection.h"
 
 namespace trit::trainers {
 namespace {
@@ -102,6 +103,20 @@ std::string read_checkpoint_recipe(const std::string& path) {
     TRIT_CHECK(in.try_read("recipe", r) && r.isString(), "checkpoint '", path,
                "': has no recipe entry");
     return r.toStringRef();
+}
+
+LoadedRun load_run(const std::string& path) {
+    LoadedRun r;
+    r.checkpoint = fs::is_dir(path) ? fs::join(path, kCheckpointFile) : path;
+    TRIT_CHECK(fs::is_file(r.checkpoint), "'", path, "': expected a run directory holding ",
+               kCheckpointFile, " or a checkpoint file");
+    r.recipe_yaml = read_checkpoint_recipe(r.checkpoint);
+    r.recipe = parse_recipe(r.recipe_yaml, r.checkpoint + " (stored recipe)");
+    r.model = make_model(r.recipe.model);
+    quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization);
+    r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr).step;
+    r.model->eval();
+    return r;
 }
 
 }  // namespace trit::trainers

@@ -7,7 +7,11 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "core/model.h"
+#include "core/recipe.h"
 
 namespace trit::trainers {
 
@@ -30,5 +34,17 @@ TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
 
 // Only the recipe text of a checkpoint (to rebuild its model).
 std::string read_checkpoint_recipe(const std::string& path);
+
+// A trained model loaded for export or validation: `path` is a run directory (its checkpoint.pt)
+// or a checkpoint file. The model is built from the recipe stored in the checkpoint, its layers
+// quantized as in training, on the CPU, in eval mode.
+struct LoadedRun {
+    std::string checkpoint;   // the file read
+    std::string recipe_yaml;  // as stored
+    Recipe recipe;
+    std::shared_ptr<Model> model;
+    int64_t step = 0;
+};
+LoadedRun load_run(const std::string& path);
 
 }  // namespace trit::trainers

@@ -15,9 +15,9 @@
 
 namespace trit::formats {
 
-// ceil(a / b) for a >= 0, b >= 1.
+// ceil(a / b) for a >= 0, b >= 1; no a + b - 1 that could overflow for a huge b (a group size).
 TRIT_HD constexpr int64_t ceil_div(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
+    return a / b + (a % b != 0 ? 1 : 0);
 }
 
 // Largest |x| of an int8 activation code. act_int8 never emits -128, but the products take any

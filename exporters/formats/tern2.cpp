@@ -1,9 +1,10 @@
 // tern2 CPU reference: pack, unpack, validate and the integer/float products (spec in tern2.h).
-// Scalar on purpose, it defines the result bit for bit; the products decode the packed bytes with
-// the header's device helpers instead of unpacking, so they exercise the layout kernels read.
+// Scalar on purpose, it defines the result bit for bit; the products decode the packed bytes
+// (table built from the header's helpers), never via unpack, so they read the layout kernels read.
 #include "exporters/formats/tern2.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 
@@ -55,11 +56,28 @@ void validate(const char* who, const uint8_t* packed, int64_t n, int64_t k) {
     }
 }
 
-// Shared loop of the int32 and float products: per (i, j, g), walk the bytes that overlap the
-// group and decode each field from the byte held in a register.
+// Codes of the 4 fields of a byte, from the header's tern2_field/tern2_decode: one lookup per
+// byte keeps the reference fast enough for full-size test products. Entries for bytes holding a
+// field 11 are never read (validate runs first).
+using ByteCodes = std::array<std::array<int8_t, kTern2CodesPerByte>, 256>;
+constexpr ByteCodes make_byte_codes() {
+    ByteCodes table{};
+    for (int b = 0; b < 256; ++b) {
+        for (int j = 0; j < kTern2CodesPerByte; ++j) {
+            table[b][j] =
+                static_cast<int8_t>(tern2_decode(tern2_field(static_cast<uint8_t>(b), j)));
+        }
+    }
+    return table;
+}
+constexpr ByteCodes kByteCodes = make_byte_codes();
+
+// Shared loop of the int32 and float products: per (i, j, scale group), walk the bytes that
+// overlap it, decode each byte's 4 codes once, and accumulate in increasing column order.
 template <typename X, typename Acc>
 void gemm(const uint8_t* packed, int64_t n, int64_t k, const X* x, int64_t m, int64_t group,
           Acc* acc) {
+    constexpr int64_t kU = kTern2CodesPerByte;
     const int64_t rb = tern2_row_bytes(k);
     const int64_t groups = acc_num_groups(k, group);
     for (int64_t i = 0; i < m; ++i) {
@@ -71,17 +89,19 @@ void gemm(const uint8_t* packed, int64_t n, int64_t k, const X* x, int64_t m, in
                 const int64_t c0 = g * group;
                 const int64_t c1 = std::min(k, c0 + group);
                 Acc sum = 0;
-                for (int64_t b = c0 / kTern2CodesPerByte; b * kTern2CodesPerByte < c1; ++b) {
-                    const uint8_t byte = row[b];
-                    const int64_t base = b * kTern2CodesPerByte;
-                    const int64_t lo = std::max(c0, base);
-                    const int64_t hi = std::min(c1, base + kTern2CodesPerByte);
-                    for (int64_t c = lo; c < hi; ++c) {
-                        const int code =
-                            tern2_decode(tern2_field(byte, static_cast<int>(c - base)));
-                        // A zero code adds +0 (a no-op: sum starts at +0 and never becomes -0),
-                        // also for a non-finite float x, as a multiply-free kernel skips it.
-                        sum += code != 0 ? static_cast<Acc>(xi[c]) * static_cast<Acc>(code) : Acc{0};
+                for (int64_t u = c0 / kU; u * kU < c1; ++u) {
+                    const auto& codes = kByteCodes[row[u]];
+                    const int64_t base = u * kU;
+                    // Every column multiplies, zero codes included: a non-finite x gives NaN as
+                    // in the dense fake-quant forward. A whole unit has a constant trip count.
+                    if (base >= c0 && base + kU <= c1) {
+                        for (int p = 0; p < kU; ++p) {
+                            sum += static_cast<Acc>(xi[base + p]) * static_cast<Acc>(codes[p]);
+                        }
+                    } else {
+                        for (int64_t c = std::max(c0, base); c < std::min(c1, base + kU); ++c) {
+                            sum += static_cast<Acc>(xi[c]) * static_cast<Acc>(codes[c - base]);
+                        }
                     }
                 }
                 out[g] = sum;
@@ -103,8 +123,8 @@ void tern2_pack(const int8_t* codes, int64_t n, int64_t k, uint8_t* packed) {
         std::fill(row, row + rb, uint8_t{0});  // padding fields stay 00
         for (int64_t c = 0; c < k; ++c) {
             const int code = src[c];
-            TRIT_CHECK(code >= -1 && code <= 1, "tern2_pack: code ", code, " at (row ", r,
-                       ", col ", c, ") is not in {-1, 0, +1}");
+            TRIT_CHECK(code >= -1 && code <= 1, "tern2_pack: code ", code, " at (row ", r, ", col ",
+                       c, ") is not in {-1, 0, +1}");
             row[c / kTern2CodesPerByte] |= static_cast<uint8_t>(
                 tern2_encode(code) << (kTern2BitsPerCode * (c % kTern2CodesPerByte)));
         }

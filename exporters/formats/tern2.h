@@ -15,8 +15,9 @@
 //     G = ceil(k / group); group >= k is one group;
 //     acc[i][j][g] = sum_{c in [g * group, min(k, (g + 1) * group))} x[i][c] * code[j][c],
 // acc laid out (m, n, G) row-major. Exact: |sum| <= 128 * min(group, k) <= 2^31 - 1 is checked
-// (min(group, k) <= 16777215). The float variant accumulates fl(sum + fl(x * code)) per group in
-// increasing c, starting from +0.0f; kernels are compared with it under a tolerance.
+// (min(group, k) <= 16777215). The float variant accumulates sum = fl(sum + fl(x * code)) per
+// group in increasing c from +0.0f over every column, zero codes included (a NaN or Inf x gives
+// NaN, as the dense fake-quant forward); kernels are compared with it under a tolerance.
 #pragma once
 
 #include <cstddef>

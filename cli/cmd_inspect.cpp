@@ -1,0 +1,68 @@
+// `trit inspect model.h5`: a table per layer (format, shape, bits per weight, zero fraction,
+// bytes) and totals against FP32 and FP16.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "exporters/model_file.h"
+
+namespace trit::cli {
+
+Command add_inspect(CLI::App& app) {
+    auto path = std::make_shared<std::string>();
+    CLI::App* sub = app.add_subcommand("inspect", "Describe a model file: formats, sizes, bits per weight");
+    sub->add_option("model", *path, "Model file (.h5)")->required();
+    sub->footer("Example:\n  trit inspect fmnist-tern2.h5");
+    return {sub, [path]() {
+        exporters::PackedModel m = exporters::read_model(*path);
+        std::cout << *path << ": " << m.producer << ", model " << m.recipe.model.type << " from recipe '"
+                  << m.recipe.name << "'\n";
+        std::cout << std::left << std::setw(10) << "layer" << std::setw(10) << "format" << std::setw(12)
+                  << "shape" << std::right << std::setw(12) << "codes B" << std::setw(10) << "scales B"
+                  << std::setw(10) << "bias B" << std::setw(9) << "bits/w" << std::setw(8) << "zeros"
+                  << std::setw(10) << "vs FP32" << "  scales, activations\n";
+        int64_t q_bytes = 0, q_fp32 = 0, all_bytes = 0, all_fp32 = 0;
+        for (const auto& l : m.layers) {
+            const int64_t n = l.out * l.in, fp32 = 4 * n;
+            const int64_t weight = l.weight_bytes(), bias = 4 * static_cast<int64_t>(l.bias.size());
+            const int64_t scales = l.format.packed() ? l.scale_bytes() : 0;
+            std::ostringstream shape, zeros, extra;
+            shape << l.out << "x" << l.in;
+            if (l.format.packed()) {
+                std::vector<int8_t> codes(static_cast<size_t>(n));
+                exporters::unpack_codes(l.format, l.packed, l.out, l.in, codes.data());
+                int64_t z = 0;
+                for (int8_t c : codes) z += c == 0;
+                zeros << std::fixed << std::setprecision(1) << 100.0 * z / n << "%";
+                extra << scale_granularity_name(l.spec.granularity)
+                      << (l.spec.granularity == ScaleGranularity::kGroup ? " " + std::to_string(l.spec.group_size) : "")
+                      << (l.spec.fp16_scales ? " fp16" : " fp32") << ", "
+                      << (l.activation == ActQuantMethod::kInt8PerToken ? "int8/token" : "float");
+                q_bytes += weight;
+                q_fp32 += fp32;
+            } else {
+                zeros << "-";
+                extra << exporters::float_dtype_name(l.weight_dtype);
+            }
+            all_bytes += weight + bias;
+            all_fp32 += fp32 + bias;
+            std::cout << std::left << std::setw(10) << l.name << std::setw(10) << l.format.name()
+                      << std::setw(12) << shape.str() << std::right << std::setw(12) << weight - scales
+                      << std::setw(10) << scales << std::setw(10) << bias << std::fixed << std::setprecision(2)
+                      << std::setw(9) << 8.0 * weight / n << std::setw(8) << zeros.str() << std::setw(9)
+                      << "1/" << std::setprecision(1) << static_cast<double>(fp32) / weight << "  " << extra.str()
+                      << "\n";
+        }
+        std::cout << std::fixed << std::setprecision(2);
+        if (q_fp32 > 0)
+            std::cout << "packed layers: " << q_bytes << " B (codes + scales) = 1/" << static_cast<double>(q_fp32) / q_bytes
+                      << " of FP32 (" << q_fp32 << " B), 1/" << static_cast<double>(q_fp32) / 2 / q_bytes
+                      << " of FP16 (" << q_fp32 / 2 << " B)\n";
+        std::cout << "whole model: " << all_bytes << " B of weights, scales and biases = 1/"
+                  << static_cast<double>(all_fp32) / all_bytes << " of FP32 (" << all_fp32 << " B)\n";
+        return 0;
+    }};
+}
+
+}  // namespace trit::cli

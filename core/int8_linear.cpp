@@ -1,0 +1,77 @@
+// Integer-exact forward of an int8-activation quantized linear: see int8_linear.h.
+#include "core/int8_linear.h"
+
+#include <torch/autograd.h>
+
+#include "core/act_quant.h"
+#include "core/error.h"
+
+namespace trit {
+namespace {
+
+// y (m, n) from codes xq (m, k), wq (n, k) and scales: see the header for the order of operations.
+torch::Tensor integer_epilogue_forward(const torch::Tensor& xq, const torch::Tensor& sx,
+                                       const QuantizedWeights& w, const WeightQuantSpec& spec) {
+    const int64_t m = xq.size(0), k = xq.size(1), n = w.q.size(0);
+    const int64_t levels = weight_quant_levels(spec);
+    const int64_t group = spec.granularity == ScaleGranularity::kGroup ? spec.group_size : k;
+    TRIT_CHECK(128.0 * static_cast<double>(levels) * static_cast<double>(std::min(group, k)) < kExactFloatSum,
+               "int8_quant_linear: a group of ", std::min(group, k), " inputs with codes up to ", levels,
+               " can exceed 2^24, where float sums stop being exact");
+    torch::Tensor s;
+    if (spec.granularity != ScaleGranularity::kGroup) {
+        torch::Tensor acc = torch::matmul(xq, w.q.t());  // (m, n), exact
+        s = acc * w.scale.reshape({1, -1});               // tensor (1, 1) or channel (n, 1) -> (1, n|1)
+    } else {
+        const int64_t g = spec.group_size, groups = (k + g - 1) / g, pad = groups * g - k;
+        torch::Tensor xg = (pad ? torch::constant_pad_nd(xq, {0, pad}) : xq).reshape({m, groups, g});
+        torch::Tensor wg = (pad ? torch::constant_pad_nd(w.q, {0, pad}) : w.q).reshape({n, groups, g});
+        torch::Tensor acc = torch::bmm(xg.transpose(0, 1), wg.permute({1, 2, 0}));  // (groups, m, n)
+        s = torch::zeros({m, n}, xq.options());
+        for (int64_t i = 0; i < groups; ++i) s = s + acc[i] * w.scale.select(1, i).reshape({1, n});
+    }
+    return s * sx;  // sx (m, 1)
+}
+
+struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                 const torch::Tensor& weight, const torch::Tensor& bias,
+                                 const WeightQuantSpec* spec) {
+        const int64_t k = x.size(-1);
+        torch::Tensor x2 = x.reshape({-1, k}).to(torch::kFloat32);
+        Int8Activations a = act_int8_quantize(x2);
+        QuantizedWeights w = quantize_weight(weight, *spec);
+        torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w, *spec);
+        if (bias.defined()) y = y + bias;
+        ctx->save_for_backward({a.q * a.scale, dequantize(w, *spec)});
+        ctx->saved_data["has_bias"] = bias.defined();
+        std::vector<int64_t> out_shape = x.sizes().vec();
+        out_shape.back() = weight.size(0);
+        return y.reshape(out_shape).to(x.scalar_type());
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const torch::Tensor& x_hat = saved[0];  // (m, k)
+        const torch::Tensor& w_eff = saved[1];  // (n, k)
+        torch::Tensor g = grads[0].reshape({-1, w_eff.size(0)});
+        std::vector<int64_t> x_shape = grads[0].sizes().vec();
+        x_shape.back() = w_eff.size(1);
+        torch::Tensor grad_x = torch::matmul(g, w_eff).reshape(x_shape);
+        torch::Tensor grad_w = torch::matmul(g.t(), x_hat);
+        torch::Tensor grad_b = ctx->saved_data["has_bias"].toBool() ? g.sum(0) : torch::Tensor();
+        return {grad_x, grad_w, grad_b, torch::Tensor()};
+    }
+};
+
+}  // namespace
+
+torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, const WeightQuantSpec& spec) {
+    TRIT_CHECK(spec.method != WeightQuantMethod::kNone,
+               "int8_quant_linear: needs a weight quantizer (method none is a float linear)");
+    return Int8QuantLinearFn::apply(x, weight, bias, &spec);
+}
+
+}  // namespace trit

@@ -1,0 +1,22 @@
+// The forward of a linear layer with int8 per-token activations and quantized weights, computed the
+// way integer inference computes it: exact integer accumulators per weight-scale group (float32
+// matmuls of integer codes are exact while |sums| < 2^24), then y = (sum_g s_w[g] * acc[g]) * s_x + b
+// with the sum over g in increasing order. The packed runtimes use the same epilogue, so their
+// outputs are bit-identical to the training forward. Backward is the straight-through gradient of
+// y = x_hat . W_eff^T + b: dL/dx = g . W_eff, dL/dW = g^T . x_hat, as for the fake-quant linear.
+#pragma once
+
+#include <torch/types.h>
+
+#include "core/weight_quant.h"
+
+namespace trit {
+
+// Largest |accumulator| a float32 sum holds exactly.
+inline constexpr double kExactFloatSum = 16777216.0;  // 2^24
+
+// x (..., in), weight (out, in), bias (out) or undefined -> (..., out).
+torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, const WeightQuantSpec& spec);
+
+}  // namespace trit

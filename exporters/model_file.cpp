@@ -1,0 +1,220 @@
+// HDF5 model file: see model_file.h and docs/formats.md.
+#include "exporters/model_file.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "core/model.h"
+#include "core/quant_linear.h"
+#include "exporters/h5.h"
+#include "exporters/half.h"
+
+namespace trit::exporters {
+namespace {
+
+h5::DType storage_dtype(FloatDType d) {
+    switch (d) {
+        case FloatDType::kF32: return h5::DType::kF32;
+        case FloatDType::kF16: return h5::DType::kF16;
+        case FloatDType::kBF16: return h5::DType::kBF16;
+    }
+    return h5::DType::kF32;
+}
+
+// Writes float values as `d` (values are already representable in it).
+void write_floats(h5::Group& g, const std::string& name, FloatDType d, const std::vector<int64_t>& shape,
+                  const std::vector<float>& v) {
+    if (d == FloatDType::kF32) return g.write(name, h5::DType::kF32, shape, v.data());
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+        bits[i] = d == FloatDType::kF16 ? f32_to_f16_bits(v[i]) : f32_to_bf16_bits(v[i]);
+    g.write(name, storage_dtype(d), shape, bits.data());
+}
+
+std::vector<float> read_floats(const h5::Group& g, const std::string& name, FloatDType d,
+                               const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    std::vector<float> v(static_cast<size_t>(n));
+    if (d == FloatDType::kF32) {
+        g.read(name, h5::DType::kF32, shape, v.data());
+    } else {
+        std::vector<uint16_t> bits(v.size());
+        g.read(name, storage_dtype(d), shape, bits.data());
+        for (size_t i = 0; i < v.size(); ++i)
+            v[i] = d == FloatDType::kF16 ? f16_bits_to_f32(bits[i]) : bf16_bits_to_f32(bits[i]);
+    }
+    return v;
+}
+
+// The float dtype a dataset is stored in, as one of ours.
+FloatDType dataset_float_dtype(const h5::Group& g, const std::string& name) {
+    const h5::DatasetInfo info = g.info(name);
+    switch (info.dtype) {
+        case h5::DType::kF32: return FloatDType::kF32;
+        case h5::DType::kF16: return FloatDType::kF16;
+        case h5::DType::kBF16: return FloatDType::kBF16;
+        default: break;
+    }
+    TRIT_FAIL(g.file_path(), ":", g.path(), "/", name, ": expected float32, float16 or bfloat16, found ",
+              h5::dtype_name(info.dtype));
+}
+
+std::string where(const h5::Group& g, const std::string& what = "") {
+    return g.file_path() + ":" + g.path() + (what.empty() ? "" : "/" + what);
+}
+
+// The format a method/sparsity/depth combination must be stored in.
+bool spec_fits_format(const WeightQuantSpec& s, FormatId f) {
+    switch (f.kind) {
+        case WeightFormat::kTern2:
+            return (s.method == WeightQuantMethod::kAbsmean ||
+                    s.method == WeightQuantMethod::kAbsmaxThreshold) && !s.sparse24;
+        case WeightFormat::kTern24:
+            return (s.method == WeightQuantMethod::kAbsmean ||
+                    s.method == WeightQuantMethod::kAbsmaxThreshold) && s.sparse24;
+        case WeightFormat::kBin1: return s.method == WeightQuantMethod::kBinary && !s.sparse24;
+        case WeightFormat::kBt:
+            return s.method == WeightQuantMethod::kBalanced && s.depth == f.depth && !s.sparse24;
+        case WeightFormat::kFloat: return false;
+    }
+    return false;
+}
+
+void write_layer(h5::Group& layers, const PackedLayer& l) {
+    h5::Group g = layers.create_group(l.name);
+    g.set_attr("format", l.format.name());
+    g.set_attr("out_features", l.out);
+    g.set_attr("in_features", l.in);
+    if (!l.bias.empty()) g.write("bias", h5::DType::kF32, {l.out}, l.bias.data());
+    if (!l.format.packed()) {
+        write_floats(g, "weight", l.weight_dtype, {l.out, l.in}, l.weight);
+        return;
+    }
+    g.set_attr("method", weight_quant_method_name(l.spec.method));
+    g.set_attr("granularity", scale_granularity_name(l.spec.granularity));
+    g.set_attr("group_size", l.spec.group_size);
+    g.set_attr("threshold", l.spec.threshold);
+    g.set_attr("depth", l.spec.depth);
+    g.set_attr("sparse24", static_cast<int64_t>(l.spec.sparse24));
+    g.set_attr("activation", l.activation == ActQuantMethod::kInt8PerToken ? "int8_per_token" : "none");
+    const auto arrays = packed_arrays(l.format, l.in);
+    for (size_t i = 0; i < arrays.size(); ++i)
+        g.write(arrays[i].name, h5::DType::kU8, {l.out, arrays[i].row_bytes}, l.packed[i].data());
+    write_floats(g, "scale", l.spec.fp16_scales ? FloatDType::kF16 : FloatDType::kF32,
+                 {l.scale_rows, l.scale_cols}, l.scale);
+}
+
+PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t out, int64_t in,
+                       bool has_bias) {
+    PackedLayer l;
+    l.name = name;
+    TRIT_CHECK(layers.has_group(name), where(layers, name), ": missing (the recipe's model has a layer '",
+               name, "')");
+    h5::Group g = layers.open_group(name);
+    l.format = [&] {
+        try {
+            return parse_format(g.attr_string("format"));
+        } catch (const Error& e) {
+            TRIT_FAIL(where(g), "@format: ", e.what());
+        }
+    }();
+    l.out = g.attr_int("out_features");
+    l.in = g.attr_int("in_features");
+    TRIT_CHECK(l.out == out && l.in == in, where(g), ": shape (", l.out, ", ", l.in,
+               ") does not match the recipe's model (", out, ", ", in, ")");
+    if (has_bias) {
+        l.bias = read_floats(g, "bias", FloatDType::kF32, {out});
+        for (int64_t i = 0; i < out; ++i)
+            TRIT_CHECK(std::isfinite(l.bias[i]), where(g, "bias"), ": value ", i, " is not finite");
+    } else {
+        TRIT_CHECK(!g.has("bias"), where(g, "bias"), ": present, but the recipe's model has no bias");
+    }
+    if (!l.format.packed()) {
+        l.weight_dtype = dataset_float_dtype(g, "weight");
+        l.weight = read_floats(g, "weight", l.weight_dtype, {out, in});
+        return l;
+    }
+    try {
+        l.spec.method = parse_weight_quant_method(g.attr_string("method"));
+        l.spec.granularity = parse_scale_granularity(g.attr_string("granularity"));
+        l.activation = parse_act_quant_method(g.attr_string("activation"));
+    } catch (const Error& e) {
+        TRIT_FAIL(where(g), ": ", e.what());
+    }
+    l.spec.group_size = g.attr_int("group_size");
+    l.spec.threshold = g.attr_double("threshold");
+    l.spec.depth = g.attr_int("depth");
+    l.spec.sparse24 = g.attr_int("sparse24") != 0;
+    TRIT_CHECK(l.spec.group_size >= 1, where(g), "@group_size: expected >= 1, got ", l.spec.group_size);
+    TRIT_CHECK(spec_fits_format(l.spec, l.format), where(g), ": format ", l.format.name(),
+               " cannot hold codes of ", weight_quant_method_name(l.spec.method),
+               l.spec.sparse24 ? " with 2:4 sparsity" : "");
+    const auto arrays = packed_arrays(l.format, in);
+    for (const auto& a : arrays) l.packed.push_back(g.read_bytes(a.name, h5::DType::kU8, {out, a.row_bytes}));
+    try {
+        validate_codes(l.format, l.packed, out, in);
+    } catch (const Error& e) {
+        TRIT_FAIL(where(g), ": invalid packed codes: ", e.what());
+    }
+    std::tie(l.scale_rows, l.scale_cols) = scale_shape(l.spec, out, in);
+    const FloatDType sd = dataset_float_dtype(g, "scale");
+    TRIT_CHECK(sd != FloatDType::kBF16, where(g, "scale"), ": expected float32 or float16, found bfloat16");
+    l.spec.fp16_scales = sd == FloatDType::kF16;
+    l.scale = read_floats(g, "scale", sd, {l.scale_rows, l.scale_cols});
+    for (size_t i = 0; i < l.scale.size(); ++i)
+        TRIT_CHECK(std::isfinite(l.scale[i]) && l.scale[i] >= 0, where(g, "scale"), ": value ", i, " is ",
+                   l.scale[i], "; expected a finite non-negative scale");
+    return l;
+}
+
+}  // namespace
+
+void write_model(const std::string& path, const PackedModel& m) {
+    h5::File f = h5::File::create(path);
+    h5::Group root = f.root();
+    root.set_attr("format", kModelFileFormat);
+    root.set_attr("format_version", kModelFileVersion);
+    root.set_attr("producer", m.producer.empty() ? std::string("trit ") + TRIT_VERSION : m.producer);
+    root.set_attr("recipe", m.recipe_yaml);
+    h5::Group layers = root.create_group("layers");
+    for (const auto& l : m.layers) write_layer(layers, l);
+    f.close();
+}
+
+PackedModel read_model(const std::string& path) {
+    h5::File f = h5::File::open(path);
+    h5::Group root = f.root();
+    PackedModel m;
+    const std::string format = root.has_attr("format") ? root.attr_string("format") : "";
+    TRIT_CHECK(format == kModelFileFormat, path, ":/@format: expected '", kModelFileFormat,
+               "', found '", format, "' (not a trit model file)");
+    const int64_t version = root.attr_int("format_version");
+    TRIT_CHECK(version == kModelFileVersion, path, ":/@format_version: this trit reads version ",
+               kModelFileVersion, ", the file is version ", version);
+    m.producer = root.attr_string("producer");
+    m.recipe_yaml = root.attr_string("recipe");
+    try {
+        m.recipe = parse_recipe(m.recipe_yaml, path + ":/@recipe");
+    } catch (const Error& e) {
+        TRIT_FAIL(path, ":/@recipe: the stored recipe does not parse: ", e.what());
+    }
+    TRIT_CHECK(root.has_group("layers"), path, ":/layers: missing");
+    h5::Group layers = root.open_group("layers");
+
+    // The recipe's model says which layers must be there, with which shapes.
+    auto model = make_model(m.recipe.model);
+    std::set<std::string> expected;
+    for (auto& [name, layer] : quant_linears(*model)) {
+        expected.insert(name);
+        m.layers.push_back(read_layer(layers, name, layer->options.out_features(),
+                                      layer->options.in_features(), layer->bias.defined()));
+    }
+    for (const auto& child : layers.children())
+        TRIT_CHECK(expected.count(child), path, ":/layers/", child,
+                   ": not a layer of the recipe's model (", m.recipe.model.type, ")");
+    return m;
+}
+
+}  // namespace trit::exporters

@@ -1,0 +1,33 @@
+// What a packed file is validated against: the training forward of the same model, with each layer
+// set up as the file describes it: packed layers fake-quantize the latent weights with the file's
+// spec and activation quantizer (the export's own quantization), float layers take the file's
+// stored weights. Any difference is then the packed path's own error.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "core/model.h"
+#include "exporters/packed_model.h"
+
+namespace trit::exporters {
+
+// Sets up `model` (built from the same recipe) as the reference for `packed`.
+void configure_reference(Model& model, const PackedModel& packed);
+
+struct Comparison {
+    int64_t examples = 0;
+    double max_abs_error = 0;    // max |packed - reference| over all logits
+    double max_abs_logit = 0;    // max |reference| over all logits
+    double relative_error = 0;   // max_abs_error / max_abs_logit
+    double top1_agreement = 0;   // fraction of examples with the same argmax
+    int64_t first_disagreement = -1;
+    double packed_accuracy = 0, reference_accuracy = 0;  // against the labels
+};
+
+// logits (n, classes) both; labels (n).
+Comparison compare_logits(const torch::Tensor& packed, const torch::Tensor& reference,
+                          const torch::Tensor& labels);
+
+}  // namespace trit::exporters

@@ -1,0 +1,90 @@
+// CPU reference runtime: see runtime_cpu.h.
+#include "exporters/runtime_cpu.h"
+
+#include <torch/torch.h>
+
+#include "core/act_int8.h"
+#include "core/error.h"
+
+namespace trit::exporters {
+namespace {
+
+int64_t groups_of(const PackedLayer& l) {
+    return l.spec.granularity == ScaleGranularity::kGroup ? (l.in + l.spec.group_size - 1) / l.spec.group_size : 1;
+}
+
+int64_t group_len(const PackedLayer& l) {
+    return l.spec.granularity == ScaleGranularity::kGroup ? l.spec.group_size : l.in;
+}
+
+// s_w for output j and group g.
+float weight_scale(const PackedLayer& l, int64_t j, int64_t g) {
+    switch (l.spec.granularity) {
+        case ScaleGranularity::kTensor: return l.scale[0];
+        case ScaleGranularity::kChannel: return l.scale[j];
+        case ScaleGranularity::kGroup: break;
+    }
+    return l.scale[j * l.scale_cols + g];
+}
+
+}  // namespace
+
+std::vector<int32_t> layer_accumulators(const PackedLayer& l, const int8_t* x_codes, int64_t m) {
+    TRIT_CHECK(l.format.packed(), "layer_accumulators: layer ", l.name, " is float");
+    std::vector<int32_t> acc(static_cast<size_t>(m * l.out * groups_of(l)));
+    gemm_int8(l.format, l.packed, l.out, l.in, x_codes, m, group_len(l), acc.data());
+    return acc;
+}
+
+torch::Tensor layer_forward_cpu(const PackedLayer& l, const torch::Tensor& input) {
+    TRIT_CHECK(input.dim() == 2 && input.size(1) == l.in, "layer ", l.name, ": expected input (m, ",
+               l.in, "), got ", input.sizes());
+    torch::Tensor x = input.to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t m = x.size(0), n = l.out, G = groups_of(l);
+    torch::Tensor y = torch::empty({m, n}, torch::kFloat32);
+    float* yp = y.data_ptr<float>();
+    if (!l.format.packed()) {
+        torch::Tensor w = torch::from_blob(const_cast<float*>(l.weight.data()), {n, l.in}, torch::kFloat32);
+        torch::Tensor b = l.bias.empty() ? torch::Tensor()
+                                         : torch::from_blob(const_cast<float*>(l.bias.data()), {n}, torch::kFloat32);
+        return torch::linear(x, w, b);
+    }
+    if (l.activation == ActQuantMethod::kInt8PerToken) {
+        std::vector<int8_t> q(static_cast<size_t>(m * l.in));
+        std::vector<float> sx(static_cast<size_t>(m));
+        act_int8_quantize_ref(x.data_ptr<float>(), m, l.in, q.data(), sx.data());
+        const std::vector<int32_t> acc = layer_accumulators(l, q.data(), m);
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                const int32_t* a = acc.data() + (i * n + j) * G;
+                float s = 0.0f;
+                for (int64_t g = 0; g < G; ++g) s += weight_scale(l, j, g) * static_cast<float>(a[g]);
+                yp[i * n + j] = s * sx[i] + (l.bias.empty() ? 0.0f : l.bias[j]);
+            }
+        return y;
+    }
+    std::vector<float> acc(static_cast<size_t>(m * n * G));
+    gemm_f32(l.format, l.packed, n, l.in, x.data_ptr<float>(), m, group_len(l), acc.data());
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            const float* a = acc.data() + (i * n + j) * G;
+            float s = 0.0f;
+            for (int64_t g = 0; g < G; ++g) s += weight_scale(l, j, g) * a[g];
+            yp[i * n + j] = s + (l.bias.empty() ? 0.0f : l.bias[j]);
+        }
+    return y;
+}
+
+torch::Tensor forward_cpu(const PackedModel& model, const torch::Tensor& input) {
+    const ModelConfig& c = model.recipe.model;
+    TRIT_CHECK(c.type == "mlp", "forward_cpu: model type '", c.type, "' is not supported yet; known: mlp");
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = input;
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+        x = layer_forward_cpu(model.layers[i], x);
+        if (i + 1 < model.layers.size()) x = c.activation == "gelu" ? torch::gelu(x) : torch::relu(x);
+    }
+    return x;
+}
+
+}  // namespace trit::exporters

@@ -1,0 +1,255 @@
+// Export, container and CPU reference runtime on a tiny trained model: every format round-trips
+// through the file bit for bit, the packed runtime matches the training forward set up as the file
+// says (relative logit error <= 1e-4, 100% top-1), the int32 accumulators equal the exact integer
+// product of the quantized operands, sizes are what the formats promise, and damaged files are
+// rejected with the path of the problem.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <functional>
+
+#include "core/act_quant.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/quant_linear.h"
+#include "exporters/h5.h"
+#include "exporters/model_file.h"
+#include "exporters/pack.h"
+#include "exporters/reference.h"
+#include "exporters/runtime_cpu.h"
+#include "quantizers/layer_selection.h"
+#include "tests/support/process.h"
+#include "tests/support/tiny_run.h"
+#include "trainers/checkpoint.h"
+#include "trainers/trainer.h"
+
+namespace trit {
+namespace {
+
+using ::testing::HasSubstr;
+using exporters::FormatId;
+
+// Relative logit error tolerance of the acceptance criteria: float reassociation between the
+// packed path (exact integer sums, then scales) and the training forward (BLAS over dequantized
+// values) stays orders of magnitude below it.
+constexpr double kLogitRtol = 1e-4;
+
+const std::vector<std::string> kFormats = {"tern2", "tern24", "bin1", "bt1", "bt2", "bt3", "bt4"};
+
+// One tiny ternary run (int8 activations) and one float run, trained once for all tests.
+class ExportTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new std::string(fs::make_temp_dir("trit-export"));
+        for (const char* kind : {"ternary", "float"}) {
+            std::vector<std::string> sets = {"model.hidden=[36]"};  // 784 and 36: not multiples of 64, 8, 5
+            if (std::string(kind) == "float")
+                sets.insert(sets.end(), {"quantization.weight.method=none", "quantization.activation.method=none"});
+            Recipe r = parse_recipe(trit::testing::tiny_recipe_yaml(
+                                        "optimizer: {lr: 0.01}\ntraining: {steps: 60, batch_size: 32}\n"),
+                                    "tiny.yaml", sets);
+            trainers::TrainOptions o;
+            o.out_dir = *dir_ + "/" + kind;
+            o.progress = false;
+            trainers::train(r, o);
+        }
+    }
+    static void TearDownTestSuite() {
+        fs::remove_tree(*dir_);
+        delete dir_;
+    }
+
+    static exporters::ExportResult export_run(const std::string& kind, const std::string& format,
+                                              trainers::LoadedRun* loaded = nullptr) {
+        trainers::LoadedRun run = trainers::load_run(*dir_ + "/" + kind);
+        exporters::ExportOptions o;
+        o.format = exporters::parse_format(format);
+        o.layers = quantizers::selected_layers(*run.model, run.model->output_layer(), run.recipe.quantization);
+        auto r = exporters::pack_model(run.recipe, run.recipe_yaml, *run.model, o);
+        if (loaded) *loaded = std::move(run);
+        return r;
+    }
+
+    static std::string* dir_;
+};
+std::string* ExportTest::dir_ = nullptr;
+
+void expect_same_model(const exporters::PackedModel& a, const exporters::PackedModel& b) {
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    EXPECT_EQ(a.recipe_yaml, b.recipe_yaml);
+    for (size_t i = 0; i < a.layers.size(); ++i) {
+        const auto &x = a.layers[i], &y = b.layers[i];
+        EXPECT_EQ(x.name, y.name);
+        EXPECT_TRUE(x.format == y.format) << x.name;
+        EXPECT_EQ(x.packed, y.packed) << x.name;
+        EXPECT_EQ(x.scale, y.scale) << x.name;  // exact float equality
+        EXPECT_EQ(x.bias, y.bias) << x.name;
+        EXPECT_EQ(x.weight, y.weight) << x.name;
+        EXPECT_EQ(x.activation, y.activation) << x.name;
+        EXPECT_EQ(exporters::describe_spec(x.spec), exporters::describe_spec(y.spec)) << x.name;
+    }
+}
+
+TEST_F(ExportTest, EveryFormatRoundTripsThroughTheFileBitExactly) {
+    for (const auto& f : kFormats) {
+        auto r = export_run("ternary", f);
+        const std::string path = *dir_ + "/rt-" + f + ".h5";
+        exporters::write_model(path, r.model);
+        expect_same_model(r.model, exporters::read_model(path));
+    }
+}
+
+TEST_F(ExportTest, ExportSaysWhenItRequantizes) {
+    EXPECT_TRUE(export_run("ternary", "tern2").notes.empty());  // trained ternary: stored as trained
+    auto t24 = export_run("ternary", "tern24");
+    ASSERT_EQ(t24.notes.size(), 1u);
+    EXPECT_THAT(t24.notes[0], HasSubstr("2:4 pruning"));
+    auto f = export_run("float", "tern2");
+    ASSERT_EQ(f.notes.size(), 1u);
+    EXPECT_THAT(f.notes[0], HasSubstr("round-to-nearest ternary"));
+    EXPECT_THAT(export_run("ternary", "bt2").notes.at(0), HasSubstr("balanced"));
+}
+
+TEST_F(ExportTest, PackedRuntimeMatchesTrainingForwardForEveryFormat) {
+    DataConfig data;
+    data.path = trit::testing::tiny_data_dir();
+    auto [x, y] = trainers::load_split(data, /*train=*/false, torch::kCPU);
+    for (const char* kind : {"ternary", "float"}) {
+        for (const auto& f : kFormats) {
+            trainers::LoadedRun run;
+            auto r = export_run(kind, f, &run);
+            exporters::configure_reference(*run.model, r.model);
+            torch::NoGradGuard no_grad;
+            auto c = exporters::compare_logits(exporters::forward_cpu(r.model, x), run.model->forward(x), y);
+            EXPECT_LE(c.relative_error, kLogitRtol) << kind << " " << f;
+            // With int8 activations both sides compute the same integers and the same epilogue.
+            if (std::string(kind) == "ternary") EXPECT_EQ(c.max_abs_error, 0.0) << f;
+            EXPECT_EQ(c.top1_agreement, 1.0) << kind << " " << f << " first disagreement " << c.first_disagreement;
+        }
+    }
+}
+
+// The packed product's int32 accumulators against torch's exact integer product of the same codes
+// (the training path's own quantizers), per scale group.
+TEST_F(ExportTest, AccumulatorsEqualExactIntegerProduct) {
+    torch::manual_seed(21);
+    auto x = torch::randn({5, 784});
+    auto xq = act_int8_quantize(x).q.to(torch::kInt64);  // (5, 784) codes
+    std::vector<int8_t> xcodes(5 * 784);
+    for (int64_t i = 0; i < 5 * 784; ++i) xcodes[i] = static_cast<int8_t>(xq.view(-1)[i].item<int64_t>());
+    for (const auto& f : kFormats) {
+        trainers::LoadedRun run;
+        auto r = export_run("ternary", f, &run);
+        const auto& l = r.model.layer("fc1");
+        auto w = quantize_weight(run.model->named_parameters()["fc1.weight"], l.spec).q.to(torch::kInt64);
+        const int64_t group = l.spec.granularity == ScaleGranularity::kGroup ? l.spec.group_size : l.in;
+        const int64_t G = (l.in + group - 1) / group;
+        auto acc = exporters::layer_accumulators(l, xcodes.data(), 5);
+        for (int64_t g = 0; g < G; ++g) {
+            const int64_t b = g * group, e = std::min(l.in, b + group);
+            auto exact = torch::matmul(xq.slice(1, b, e), w.slice(1, b, e).t());  // (5, out)
+            for (int64_t i = 0; i < 5; ++i)
+                for (int64_t j = 0; j < l.out; ++j)
+                    ASSERT_EQ(acc[(i * l.out + j) * G + g], exact[i][j].item<int64_t>())
+                        << f << " example " << i << " output " << j << " group " << g;
+        }
+    }
+}
+
+TEST_F(ExportTest, SizesAreWhatTheFormatsPromise) {
+    auto t2 = export_run("ternary", "tern2");
+    auto t24 = export_run("ternary", "tern24");
+    const auto& a = t2.model.layer("fc1");
+    const auto& b = t24.model.layer("fc1");
+    EXPECT_EQ(a.packed[0].size(), static_cast<size_t>(36 * 784 / 4));  // 2 bits per weight
+    EXPECT_EQ(b.packed[0].size() + b.packed[1].size(), a.packed[0].size() * 3 / 4);  // 1.5 bits
+    auto bt2 = export_run("ternary", "bt2");
+    const auto& c = bt2.model.layer("fc1");
+    EXPECT_TRUE(c.spec.fp16_scales);
+    EXPECT_LE(8.0 * c.weight_bytes() / (c.out * c.in), 3.47);  // the seed's figure, scales included
+    EXPECT_EQ(t2.model.layer("head").format.name(), "float");
+}
+
+// A valid file with one thing changed in the PackedModel before writing.
+std::string damaged(const std::string& dir, const std::string& name, exporters::PackedModel m,
+                    const std::function<void(exporters::PackedModel&)>& change) {
+    change(m);
+    const std::string path = dir + "/" + name + ".h5";
+    exporters::write_model(path, m);
+    return path;
+}
+
+std::string load_error(const std::string& path) {
+    try {
+        exporters::read_model(path);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST_F(ExportTest, DamagedFilesAreRejectedWithThePath) {
+    const auto base = export_run("ternary", "tern2").model;
+    auto fc1 = [](exporters::PackedModel& m) -> exporters::PackedLayer& { return m.layers[0]; };
+    EXPECT_THAT(load_error(damaged(*dir_, "code11", base, [&](auto& m) { fc1(m).packed[0][5] = 0xFF; })),
+                HasSubstr("/layers/fc1: invalid packed codes"));
+    EXPECT_THAT(load_error(damaged(*dir_, "negscale", base, [&](auto& m) { fc1(m).scale[3] = -1.0f; })),
+                HasSubstr("/layers/fc1/scale: value 3"));
+    EXPECT_THAT(load_error(damaged(*dir_, "missing", base, [&](auto& m) { m.layers.erase(m.layers.begin() + 1); })),
+                HasSubstr("/layers/head: missing"));
+    EXPECT_THAT(load_error(damaged(*dir_, "extra", base, [&](auto& m) {
+                    m.layers.push_back(m.layers.back());
+                    m.layers.back().name = "fc9";
+                })),
+                HasSubstr("/layers/fc9: not a layer of the recipe's model"));
+    EXPECT_THAT(load_error(damaged(*dir_, "shape", base, [&](auto& m) {
+                    auto& l = fc1(m);
+                    l.out = 35;
+                    l.packed[0].resize(35 * 196);
+                    l.scale.resize(35);
+                    l.scale_rows = 35;
+                    l.bias.resize(35);
+                })),
+                HasSubstr("does not match the recipe's model"));
+    EXPECT_THAT(load_error(damaged(*dir_, "recipe", base, [&](auto& m) { m.recipe_yaml = "model: {type: cnn}\n"; })),
+                HasSubstr("/@recipe"));
+    EXPECT_THAT(load_error(damaged(*dir_, "method", base,
+                                   [&](auto& m) { fc1(m).spec.method = WeightQuantMethod::kBinary; })),
+                HasSubstr("cannot hold codes of binary"));
+
+    // Root attributes, written through the HDF5 layer.
+    {
+        auto f = h5::File::create(*dir_ + "/version.h5");
+        auto root = f.root();
+        root.set_attr("format", exporters::kModelFileFormat);
+        root.set_attr("format_version", int64_t{2});
+        f.close();
+    }
+    EXPECT_THAT(load_error(*dir_ + "/version.h5"), HasSubstr("@format_version: this trit reads version 1"));
+    {
+        auto f = h5::File::create(*dir_ + "/foreign.h5");
+        f.root().set_attr("format", "something-else");
+        f.close();
+    }
+    EXPECT_THAT(load_error(*dir_ + "/foreign.h5"), HasSubstr("not a trit model file"));
+
+    // Truncated and corrupted files.
+    const std::string good = *dir_ + "/good.h5";
+    exporters::write_model(good, base);
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t cut : {bytes.size() / 2, size_t{100}, size_t{0}}) {
+        trit::testing::write_text(*dir_ + "/cut.h5", bytes.substr(0, cut));
+        EXPECT_THAT(load_error(*dir_ + "/cut.h5"), HasSubstr("cut.h5")) << "cut at " << cut;
+    }
+    std::string flipped = bytes;
+    flipped[1] ^= 0x40;  // the HDF5 signature
+    trit::testing::write_text(*dir_ + "/flipped.h5", flipped);
+    EXPECT_THAT(load_error(*dir_ + "/flipped.h5"), HasSubstr("flipped.h5"));
+    EXPECT_THAT(load_error(*dir_ + "/none.h5"), HasSubstr("none.h5"));
+}
+
+}  // namespace
+}  // namespace trit

@@ -125,7 +125,9 @@ TEST_F(ExportTest, PackedRuntimeMatchesTrainingForwardForEveryFormat) {
             auto c = exporters::compare_logits(exporters::forward_cpu(r.model, x), run.model->forward(x), y);
             EXPECT_LE(c.relative_error, kLogitRtol) << kind << " " << f;
             // With int8 activations both sides compute the same integers and the same epilogue.
-            if (std::string(kind) == "ternary") EXPECT_EQ(c.max_abs_error, 0.0) << f;
+            if (std::string(kind) == "ternary") {
+                EXPECT_EQ(c.max_abs_error, 0.0) << f;
+            }
             EXPECT_EQ(c.top1_agreement, 1.0) << kind << " " << f << " first disagreement " << c.first_disagreement;
         }
     }

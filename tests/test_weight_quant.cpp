@@ -161,7 +161,9 @@ TEST(WeightQuant, CodesStayInRangeOnRandomShapes) {
                 const double levels = static_cast<double>(weight_quant_levels(s));
                 EXPECT_TRUE((t.q.abs() <= levels).all().item<bool>());
                 EXPECT_TRUE(torch::equal(t.q, t.q.round()));
-                if (m == WeightQuantMethod::kBinary) EXPECT_TRUE((t.q.abs() == 1).all().item<bool>());
+                if (m == WeightQuantMethod::kBinary) {
+                    EXPECT_TRUE((t.q.abs() == 1).all().item<bool>());
+                }
                 EXPECT_FALSE(t.q.requires_grad());
                 EXPECT_FALSE(t.scale.requires_grad());
                 const int64_t groups = g == ScaleGranularity::kGroup ? (shape.second + 63) / 64 : 1;

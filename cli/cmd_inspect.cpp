@@ -22,7 +22,7 @@ Command add_inspect(CLI::App& app) {
                   << "shape" << std::right << std::setw(12) << "codes B" << std::setw(10) << "scales B"
                   << std::setw(10) << "bias B" << std::setw(9) << "bits/w" << std::setw(8) << "zeros"
                   << std::setw(10) << "vs FP32" << "  scales, activations\n";
-        int64_t q_bytes = 0, q_fp32 = 0, all_bytes = 0, all_fp32 = 0;
+        int64_t q_bytes = 0, q_codes = 0, q_fp32 = 0, all_bytes = 0, all_fp32 = 0;
         for (const auto& l : m.layers) {
             const int64_t n = l.out * l.in, fp32 = 4 * n;
             const int64_t weight = l.weight_bytes(), bias = 4 * static_cast<int64_t>(l.bias.size());
@@ -40,6 +40,7 @@ Command add_inspect(CLI::App& app) {
                       << (l.spec.fp16_scales ? " fp16" : " fp32") << ", "
                       << (l.activation == ActQuantMethod::kInt8PerToken ? "int8/token" : "float");
                 q_bytes += weight;
+                q_codes += weight - scales;
                 q_fp32 += fp32;
             } else {
                 zeros << "-";
@@ -55,10 +56,14 @@ Command add_inspect(CLI::App& app) {
                       << "\n";
         }
         std::cout << std::fixed << std::setprecision(2);
-        if (q_fp32 > 0)
-            std::cout << "packed layers: " << q_bytes << " B (codes + scales) = 1/" << static_cast<double>(q_fp32) / q_bytes
-                      << " of FP32 (" << q_fp32 << " B), 1/" << static_cast<double>(q_fp32) / 2 / q_bytes
-                      << " of FP16 (" << q_fp32 / 2 << " B)\n";
+        if (q_fp32 > 0) {
+            auto ratio = [](int64_t a, int64_t b) { return static_cast<double>(a) / static_cast<double>(b); };
+            std::cout << "packed layers, FP32 weights " << q_fp32 << " B, FP16 " << q_fp32 / 2 << " B:\n"
+                      << "  codes          " << std::setw(9) << q_codes << " B = 1/" << ratio(q_fp32, q_codes)
+                      << " of FP32, 1/" << ratio(q_fp32 / 2, q_codes) << " of FP16\n"
+                      << "  codes + scales " << std::setw(9) << q_bytes << " B = 1/" << ratio(q_fp32, q_bytes)
+                      << " of FP32, 1/" << ratio(q_fp32 / 2, q_bytes) << " of FP16\n";
+        }
         std::cout << "whole model: " << all_bytes << " B of weights, scales and biases = 1/"
                   << static_cast<double>(all_fp32) / all_bytes << " of FP32 (" << all_fp32 << " B)\n";
         return 0;

@@ -174,6 +174,29 @@ TEST_F(ExportTest, SizesAreWhatTheFormatsPromise) {
     EXPECT_EQ(t2.model.layer("head").format.name(), "float");
 }
 
+TEST_F(ExportTest, HalfPrecisionFloatLayersRoundTripAndValidate) {
+    DataConfig data;
+    data.path = trit::testing::tiny_data_dir();
+    auto [x, y] = trainers::load_split(data, /*train=*/false, torch::kCPU);
+    for (auto d : {exporters::FloatDType::kF16, exporters::FloatDType::kBF16}) {
+        trainers::LoadedRun run = trainers::load_run(*dir_ + "/ternary");
+        exporters::ExportOptions o;
+        o.format = exporters::parse_format("tern2");
+        o.layers = {"fc1"};  // fc1 packed; head stays float, stored in half precision
+        o.float_dtype = d;
+        auto r = exporters::pack_model(run.recipe, run.recipe_yaml, *run.model, o);
+        const std::string path = *dir_ + "/half.h5";
+        exporters::write_model(path, r.model);
+        auto back = exporters::read_model(path);
+        expect_same_model(r.model, back);
+        EXPECT_EQ(back.layer("head").weight_dtype, d);
+        exporters::configure_reference(*run.model, back);
+        torch::NoGradGuard no_grad;
+        auto c = exporters::compare_logits(exporters::forward_cpu(back, x), run.model->forward(x), y);
+        EXPECT_EQ(c.max_abs_error, 0.0) << exporters::float_dtype_name(d);
+    }
+}
+
 // A valid file with one thing changed in the PackedModel before writing.
 std::string damaged(const std::string& dir, const std::string& name, exporters::PackedModel m,
                     const std::function<void(exporters::PackedModel&)>& change) {

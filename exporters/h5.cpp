@@ -192,6 +192,14 @@ bool read_shape(hid_t space, std::vector<int64_t>* shape, std::string* why) {
         return false;
     }
     shape->assign(dims.begin(), dims.end());
+    int64_t bytes = 8;  // the largest element: no dimension may overflow an int64 byte count
+    for (int64_t d : *shape) {
+        if (d < 0 || (d != 0 && bytes > INT64_MAX / d)) {
+            *why = "(dimensions overflow)";
+            return false;
+        }
+        bytes *= d;
+    }
     return true;
 }
 
@@ -713,6 +721,19 @@ Handle Group::open_checked(const std::string& name, DType expected,
                           : "unsupported (" + describe_type(type.get()) + ")",
                   " ", shape_ok ? shape_text(shape) : why);
     }
+    // A contiguous dataset stores exactly its bytes (or none before it is written), a compact
+    // one always exactly. Checked because a damaged layout in a file without metadata checksums
+    // (HDF5's default format) makes HDF5 1.10 read past its buffers.
+    Handle dcpl = own(H5Dget_create_plist(dset.get()), H5Pclose,
+                      where(name) + ": cannot read the storage layout");
+    const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+    if (layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) {
+        const auto stored = static_cast<int64_t>(H5Dget_storage_size(dset.get()));
+        const int64_t want = numel(shape, 1) * static_cast<int64_t>(H5Tget_size(type.get()));
+        TRIT_CHECK(stored == want || (stored == 0 && layout == H5D_CONTIGUOUS), where(name),
+                   ": corrupt dataset: ", stored, " bytes stored for ", want, " bytes of ",
+                   dtype_name(found), " ", shape_text(shape));
+    }
     return dset;
 }
 
@@ -732,7 +753,14 @@ std::vector<uint8_t> Group::read_bytes(const std::string& name, DType expected,
     quiet();
     open_checked(name, expected, expected_shape);  // before allocating what the caller expects
     const int64_t size = dtype_size(expected);
-    std::vector<uint8_t> out(static_cast<size_t>(numel(expected_shape, size) * size));
+    const int64_t bytes = numel(expected_shape, size) * size;
+    std::vector<uint8_t> out;
+    try {
+        out.resize(static_cast<size_t>(bytes));
+    } catch (const std::exception&) {
+        TRIT_FAIL(where(name), ": cannot allocate ", bytes, " bytes for ", dtype_name(expected),
+                  " ", shape_text(expected_shape));
+    }
     read(name, expected, expected_shape, out.data());
     return out;
 }

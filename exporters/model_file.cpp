@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/model.h"
 #include "core/quant_linear.h"
 #include "exporters/h5.h"
@@ -172,15 +173,20 @@ PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t
 }  // namespace
 
 void write_model(const std::string& path, const PackedModel& m) {
-    h5::File f = h5::File::create(path);
-    h5::Group root = f.root();
-    root.set_attr("format", kModelFileFormat);
-    root.set_attr("format_version", kModelFileVersion);
-    root.set_attr("producer", m.producer.empty() ? std::string("trit ") + TRIT_VERSION : m.producer);
-    root.set_attr("recipe", m.recipe_yaml);
-    h5::Group layers = root.create_group("layers");
-    for (const auto& l : m.layers) write_layer(layers, l);
+    // Written under a temporary name and renamed when complete: a reader never sees half a file.
+    const std::string tmp = path + ".tmp";
+    h5::File f = h5::File::create(tmp);
+    {  // groups closed before the file
+        h5::Group root = f.root();
+        root.set_attr("format", kModelFileFormat);
+        root.set_attr("format_version", kModelFileVersion);
+        root.set_attr("producer", m.producer.empty() ? std::string("trit ") + TRIT_VERSION : m.producer);
+        root.set_attr("recipe", m.recipe_yaml);
+        h5::Group layers = root.create_group("layers");
+        for (const auto& l : m.layers) write_layer(layers, l);
+    }
     f.close();
+    fs::replace_file(tmp, path);
 }
 
 PackedModel read_model(const std::string& path) {

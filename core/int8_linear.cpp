@@ -20,17 +20,17 @@ torch::Tensor integer_epilogue_forward(const torch::Tensor& xq, const torch::Ten
                " can exceed 2^24, where float sums stop being exact");
     torch::Tensor s;
     if (spec.granularity != ScaleGranularity::kGroup) {
-        torch::Tensor acc = torch::matmul(xq, w.q.t());  // (m, n), exact
-        s = acc * w.scale.reshape({1, -1});               // tensor (1, 1) or channel (n, 1) -> (1, n|1)
+        s = torch::matmul(xq, w.q.t());     // (m, n), exact
+        s.mul_(w.scale.reshape({1, -1}));  // tensor (1, 1) or channel (n, 1) -> (1, n|1)
     } else {
         const int64_t g = spec.group_size, groups = (k + g - 1) / g, pad = groups * g - k;
         torch::Tensor xg = (pad ? torch::constant_pad_nd(xq, {0, pad}) : xq).reshape({m, groups, g});
         torch::Tensor wg = (pad ? torch::constant_pad_nd(w.q, {0, pad}) : w.q).reshape({n, groups, g});
         torch::Tensor acc = torch::bmm(xg.transpose(0, 1), wg.permute({1, 2, 0}));  // (groups, m, n)
         s = torch::zeros({m, n}, xq.options());
-        for (int64_t i = 0; i < groups; ++i) s = s + acc[i] * w.scale.select(1, i).reshape({1, n});
+        for (int64_t i = 0; i < groups; ++i) s.add_(acc[i] * w.scale.select(1, i).reshape({1, n}));
     }
-    return s * sx;  // sx (m, 1)
+    return s.mul_(sx);  // sx (m, 1)
 }
 
 struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
@@ -42,8 +42,10 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         Int8Activations a = act_int8_quantize(x2);
         QuantizedWeights w = quantize_weight(weight, *spec);
         torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w, *spec);
-        if (bias.defined()) y = y + bias;
-        ctx->save_for_backward({a.q * a.scale, dequantize(w, *spec)});
+        if (bias.defined()) y.add_(bias);
+        // The codes are spent: turn them into x_hat and W_eff in place for the backward.
+        torch::Tensor w_scale = expand_scale(w.scale, *spec, weight.size(1));
+        ctx->save_for_backward({a.q.mul_(a.scale), w.q.mul_(w_scale)});
         ctx->saved_data["has_bias"] = bias.defined();
         std::vector<int64_t> out_shape = x.sizes().vec();
         out_shape.back() = weight.size(0);
@@ -58,9 +60,11 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         torch::Tensor g = grads[0].reshape({-1, w_eff.size(0)});
         std::vector<int64_t> x_shape = grads[0].sizes().vec();
         x_shape.back() = w_eff.size(1);
-        torch::Tensor grad_x = torch::matmul(g, w_eff).reshape(x_shape);
-        torch::Tensor grad_w = torch::matmul(g.t(), x_hat);
-        torch::Tensor grad_b = ctx->saved_data["has_bias"].toBool() ? g.sum(0) : torch::Tensor();
+        // Like linear's backward, skip what no one asked for (the first layer's input is data).
+        torch::Tensor grad_x, grad_w, grad_b;
+        if (ctx->needs_input_grad(0)) grad_x = torch::matmul(g, w_eff).reshape(x_shape);
+        if (ctx->needs_input_grad(1)) grad_w = torch::matmul(g.t(), x_hat);
+        if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) grad_b = g.sum(0);
         return {grad_x, grad_w, grad_b, torch::Tensor()};
     }
 };

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "core/error.h"
+#include "exporters/formats/reference.h"
 
 namespace trit::formats {
 namespace {
@@ -28,26 +29,16 @@ constexpr GroupCodes make_group_codes() {
 }
 constexpr GroupCodes kGroupCodes = make_group_codes();
 
-void check_shape(const char* who, int64_t n, int64_t k) {
-    TRIT_CHECK(n >= 1 && k >= 1, who, ": n and k must be >= 1 (got n=", n, ", k=", k, ")");
-}
 
 void check_product(const char* who, const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k,
                    const void* x, int64_t m, int64_t group, const void* acc) {
-    check_shape(who, n, k);
+    detail::check_shape(who, n, k);
     TRIT_CHECK(m >= 1 && group >= 1, who, ": m and group must be >= 1 (got m=", m,
                ", group=", group, ")");
     TRIT_CHECK(mask != nullptr && signs != nullptr && x != nullptr && acc != nullptr, who,
                ": mask, signs, x and acc must be non-null (n=", n, ", k=", k, ", m=", m, ")");
 }
 
-// Only the int32 products: the float accumulators have no such bound.
-void check_int32_range(const char* who, int64_t k, int64_t group) {
-    const int64_t len = std::min(group, k);
-    TRIT_CHECK(len <= acc_max_group_len(1), who, ": a scale group of ", len,
-               " columns could overflow the int32 accumulator (128 * ", len,
-               " > 2^31 - 1); use group <= ", acc_max_group_len(1));
-}
 
 void validate(const char* who, const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k) {
     const int64_t groups = tern24_groups(k);
@@ -135,7 +126,7 @@ void gemm(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k, const
 }  // namespace
 
 void tern24_pack(const int8_t* codes, int64_t n, int64_t k, uint8_t* mask, uint8_t* signs) {
-    check_shape("tern24_pack", n, k);
+    detail::check_shape("tern24_pack", n, k);
     TRIT_CHECK(codes != nullptr && mask != nullptr && signs != nullptr,
                "tern24_pack: codes, mask and signs must be non-null (n=", n, ", k=", k, ")");
     const int64_t groups = tern24_groups(k);
@@ -174,14 +165,14 @@ void tern24_pack(const int8_t* codes, int64_t n, int64_t k, uint8_t* mask, uint8
 }
 
 void tern24_validate(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k) {
-    check_shape("tern24_validate", n, k);
+    detail::check_shape("tern24_validate", n, k);
     TRIT_CHECK(mask != nullptr && signs != nullptr,
                "tern24_validate: mask and signs must be non-null");
     validate("tern24_validate", mask, signs, n, k);
 }
 
 void tern24_unpack(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k, int8_t* codes) {
-    check_shape("tern24_unpack", n, k);
+    detail::check_shape("tern24_unpack", n, k);
     TRIT_CHECK(mask != nullptr && signs != nullptr && codes != nullptr,
                "tern24_unpack: mask, signs and codes must be non-null (n=", n, ", k=", k, ")");
     validate("tern24_unpack", mask, signs, n, k);
@@ -200,7 +191,7 @@ void tern24_unpack(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t
 void tern24_gemm_ref(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k,
                      const int8_t* x, int64_t m, int64_t group, int32_t* acc) {
     check_product("tern24_gemm_ref", mask, signs, n, k, x, m, group, acc);
-    check_int32_range("tern24_gemm_ref", k, group);
+    detail::check_int32_range("tern24_gemm_ref", k, group, 1);
     validate("tern24_gemm_ref", mask, signs, n, k);
     gemm(mask, signs, n, k, x, m, group, acc);
 }

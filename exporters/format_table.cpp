@@ -62,8 +62,6 @@ int64_t format_max_code(FormatId f) {
     return f.kind == WeightFormat::kBt ? formats::bt_levels(depth_of(f)) : 1;
 }
 
-bool format_has_zero(FormatId f) { return f.kind != WeightFormat::kBin1; }
-
 Arrays pack_codes(FormatId f, const int8_t* codes, int64_t n, int64_t k) {
     Arrays a;
     for (const auto& s : packed_arrays(f, k)) a.emplace_back(static_cast<size_t>(n * s.row_bytes));

@@ -35,8 +35,6 @@ using Arrays = std::vector<std::vector<uint8_t>>;
 std::vector<PackedArraySpec> packed_arrays(FormatId f, int64_t k);
 // Largest |code| the format stores: 1, or (3^d - 1) / 2 for bt<d>.
 int64_t format_max_code(FormatId f);
-// The smallest |code|: 1 for bin1 (no zero), else 0.
-bool format_has_zero(FormatId f);
 
 Arrays pack_codes(FormatId f, const int8_t* codes, int64_t n, int64_t k);
 // Throws trit::Error naming the row and byte/group of the first invalid code or padding.

@@ -248,9 +248,19 @@ TEST(Formats, RowBytesAtUnitBoundaries) {
     EXPECT_EQ(f::tern24_signs_row_bytes(17), 2);
     EXPECT_EQ(f::bin1_row_bytes(8), 1);
     EXPECT_EQ(f::bin1_row_bytes(9), 2);
+    // bt: d * floor(k / 5) + ceil((k mod 5) * d / 5) (whole quintets, then the weight-major tail).
     EXPECT_EQ(f::bt_row_bytes(5, 2), 2);
-    EXPECT_EQ(f::bt_row_bytes(6, 2), 4);
-    EXPECT_EQ(f::bt_row_bytes(784, 4), 4 * 157);
+    EXPECT_EQ(f::bt_row_bytes(6, 2), 3);          // 2 + ceil(2 / 5)
+    EXPECT_EQ(f::bt_row_bytes(7, 2), 3);          // 2 + ceil(4 / 5)
+    EXPECT_EQ(f::bt_row_bytes(8, 2), 4);          // 2 + ceil(6 / 5)
+    EXPECT_EQ(f::bt_row_bytes(256, 2), 103);      // 102 + ceil(2 / 5)
+    EXPECT_EQ(f::bt_row_bytes(784, 2), 314);      // 312 + ceil(8 / 5)
+    EXPECT_EQ(f::bt_row_bytes(784, 4), 4 * 157);  // 624 + ceil(16 / 5)
+    EXPECT_EQ(f::bt_row_bytes(4, 4), 4);          // tail only: ceil(16 / 5)
+    EXPECT_EQ(f::bt_row_bytes(3, 1), 1);          // tail only: ceil(3 / 5)
+    EXPECT_EQ(f::bt_row_bytes(9, 3), 6);          // 3 + ceil(12 / 5)
+    EXPECT_EQ(f::bt_tail_bytes(7, 2), 1);
+    EXPECT_EQ(f::bt_tail_bytes(10, 4), 0);
     EXPECT_EQ(f::acc_num_groups(64, 64), 1);
     EXPECT_EQ(f::acc_num_groups(65, 64), 2);
     EXPECT_EQ(f::acc_num_groups(5, std::numeric_limits<int64_t>::max()), 1);
@@ -296,15 +306,16 @@ TEST(Bin1, GoldenBytes) {
 }
 
 TEST(Bt, GoldenBytes) {
-    // d = 2, k = 7: quintet 0 = [4, -4, 0, 2, -3], quintet 1 = [1, -1, pad 0, 0, 0].
+    // d = 2, k = 7: quintet 0 = [4, -4, 0, 2, -3], tail (r = 2) = [1, -1].
     //   balanced trits (t0, t1): 4 = 1 + 3 -> (1, 1); -4 -> (-1, -1); 0 -> (0, 0);
     //   2 = -1 + 3 -> (-1, 1); -3 -> (0, -1); 1 -> (1, 0); -1 -> (-1, 0).
     //   quintet 0 plane 0: t + 1 = [2, 0, 1, 0, 1] -> 2 + 0*3 + 1*9 + 0*27 + 1*81 = 92
     //             plane 1: t + 1 = [2, 0, 1, 2, 0] -> 2 + 0 + 9 + 54 + 0 = 65
-    //   quintet 1 plane 0: [2, 0, 1, 1, 1] -> 2 + 9 + 27 + 81 = 119; plane 1 all zero -> 121.
-    Bytes d2(4);
+    //   tail, 4 trits weight-major t0(1), t1(1), t0(-1), t1(-1) = 1, 0, -1, 0, slot 4 unused (0):
+    //     t + 1 = [2, 1, 0, 1, 1] -> 2 + 1*3 + 0*9 + 1*27 + 1*81 = 113   (was [119, 121]: 4 bytes)
+    Bytes d2(3);
     f::bt_pack(Codes{4, -4, 0, 2, -3, 1, -1}.data(), 1, 7, 2, d2.data());
-    EXPECT_EQ(d2, (Bytes{92, 65, 119, 121}));
+    EXPECT_EQ(d2, (Bytes{92, 65, 113}));
     // d = 1: [-1, 0, 1, 1, -1] -> [0, 1, 2, 2, 0] -> 0 + 3 + 18 + 54 + 0 = 75.
     Bytes d1(1);
     f::bt_pack(Codes{-1, 0, 1, 1, -1}.data(), 1, 5, 1, d1.data());
@@ -320,10 +331,51 @@ TEST(Bt, GoldenBytes) {
     Bytes d4(4);
     f::bt_pack(Codes{40, -40, 0, 0, 0}.data(), 1, 5, 4, d4.data());
     EXPECT_EQ(d4, (Bytes{119, 119, 119, 119}));
-    // The device decode helper agrees with the table of the reference.
+    // The device decode helpers agree with the table of the reference.
     const f::BtTrits t = f::bt_decode_byte(92);
     EXPECT_EQ(std::vector<int>(t.t, t.t + 5), (std::vector<int>{1, -1, 0, -1, 0}));
     EXPECT_EQ(f::bt_levels(2), 4);
+    EXPECT_EQ(f::bt_tail_code(d2.data(), 7, 2, 0), 1);
+    EXPECT_EQ(f::bt_tail_code(d2.data(), 7, 2, 1), -1);
+    EXPECT_EQ(f::bt_tail_trit(d2.data(), 7, 2, 2), -1);
+}
+
+TEST(Bt, GoldenTail) {
+    // d = 2, k = 6: quintet [4, -4, 0, 2, -3] -> [92, 65] as above; tail r = 1: code 2 = -1 + 3
+    //   -> trits (t0, t1) = (-1, 1) in slots 0, 1; slots 2..4 unused (0):
+    //   t + 1 = [0, 2, 1, 1, 1] -> 0 + 2*3 + 1*9 + 1*27 + 1*81 = 123.
+    Bytes d2(3);
+    f::bt_pack(Codes{4, -4, 0, 2, -3, 2}.data(), 1, 6, 2, d2.data());
+    EXPECT_EQ(d2, (Bytes{92, 65, 123}));
+    // d = 2, k = 1 (tail only): code -4 -> (-1, -1): [0, 0, 1, 1, 1] -> 9 + 27 + 81 = 117.
+    Bytes one(1);
+    f::bt_pack(Codes{-4}.data(), 1, 1, 2, one.data());
+    EXPECT_EQ(one, Bytes{117});
+    // d = 3, k = 7: quintet [13, -13, 5, 0, 1] -> [191, 110, 128] (GoldenBytes); tail r = 2 = [11,
+    // -7]:
+    //   11 = -1 + 3 + 9 -> (-1, 1, 1); -7 = -1 + 3 - 9 -> (-1, 1, -1); 6 trits weight-major
+    //   -1, 1, 1, -1, 1 | -1 -> tail byte 0: t + 1 = [0, 2, 2, 0, 2] -> 2*3 + 2*9 + 2*81 = 186;
+    //   tail byte 1: slot 0 = -1, slots 1..4 unused: [0, 1, 1, 1, 1] -> 3 + 9 + 27 + 81 = 120.
+    Bytes d3(5);
+    f::bt_pack(Codes{13, -13, 5, 0, 1, 11, -7}.data(), 1, 7, 3, d3.data());
+    EXPECT_EQ(d3, (Bytes{191, 110, 128, 186, 120}));
+    Codes back(7);
+    f::bt_unpack(d3.data(), 1, 7, 3, back.data());
+    EXPECT_EQ(back, (Codes{13, -13, 5, 0, 1, 11, -7}));
+    // d = 4, k = 4 (tail only): 16 trits in 4 bytes, slots 1..4 of the last unused. [40, 0, 0, -40]
+    //   -> trits 1, 1, 1, 1, 0 | 0, 0, 0, 0, 0 | 0, 0, -1, -1, -1 | -1: [2, 2, 2, 2, 1] =
+    //   2 + 6 + 18 + 54 + 81 = 161; 121; [1, 1, 0, 0, 0] = 1 + 3 = 4; [0, 1, 1, 1, 1] = 120.
+    Bytes d4(4);
+    f::bt_pack(Codes{40, 0, 0, -40}.data(), 1, 4, 4, d4.data());
+    EXPECT_EQ(d4, (Bytes{161, 121, 4, 120}));
+    // Product over a quintet and the tail, one group: x [1, 1, 1, 1, 1, 2, 3] with the d = 3
+    // row: 13 - 13 + 5 + 0 + 1 + 22 - 21 = 7; groups of 6: [6 + 22, -21] = [28, -21].
+    std::vector<int32_t> acc(2);
+    const Codes x{1, 1, 1, 1, 1, 2, 3};
+    f::bt_gemv_ref(d3.data(), 1, 7, 3, x.data(), 7, acc.data());
+    EXPECT_EQ(acc[0], 7);
+    f::bt_gemv_ref(d3.data(), 1, 7, 3, x.data(), 6, acc.data());
+    EXPECT_EQ(acc, (std::vector<int32_t>{28, -21}));
 }
 
 TEST(Formats, GoldenProduct) {
@@ -574,24 +626,34 @@ TEST(Bin1, Rejections) {
 }
 
 TEST(Bt, Rejections) {
-    // Pack: d = 2 allows [-4, 4]; code 5 at (row 0, col 4).
-    Bytes p(8);
+    // Pack: d = 2 allows [-4, 4]; code 5 at (row 0, col 4), then in the tail at (row 0, col 6).
+    Bytes p(6);
     Codes c{0, 0, 0, 0, 5, 0, 0};
     expect_error([&] { f::bt_pack(c.data(), 1, 7, 2, p.data()); },
                  {"(row 0, col 4)", "[-4, 4]", "d = 2"});
-    // Byte 243: d = 2, k = 7, row 1 byte 3 = quintet 1, plane 1.
-    p = {121, 121, 121, 121, 121, 121, 121, 243};
+    c = {0, 0, 0, 0, 0, 0, -5};
+    expect_error([&] { f::bt_pack(c.data(), 1, 7, 2, p.data()); }, {"(row 0, col 6)", "-5"});
+    // Byte 243: d = 2, k = 7 (3 bytes a row), row 1 byte 1 = quintet 0, plane 1.
+    p = {121, 121, 121, 121, 243, 121};
     expect_error([&] { f::bt_unpack(p.data(), 2, 7, 2, c.data()); },
-                 {"row 1", "byte 3", "quintet 1", "plane 1", "243", "242"});
-    // Padding trit: row 0 byte 2 (quintet 1, plane 0), trit 3 (column 8 >= k = 7) = +1:
-    // 121 + 27 = 148.
-    p = {121, 121, 148, 121, 121, 121, 121, 121};
+                 {"row 1", "byte 1", "quintet 0", "plane 1", "243", "242"});
+    // Tail byte 243: row 0 byte 2 (tail byte 0).
+    p = {121, 121, 243, 121, 121, 121};
     expect_error([&] { f::bt_validate(p.data(), 2, 7, 2); },
-                 {"row 0", "byte 2", "quintet 1", "plane 0", "padding trit 3", "column 8"});
-    // Trit 2 (column 7 = k, the first padding weight) = -1 in row 1 byte 3 (plane 1): 121 - 9.
-    p = {121, 121, 121, 121, 121, 121, 121, 112};
+                 {"row 0", "byte 2", "tail byte 0", "243", "242"});
+    // Unused tail slot: k = 7, d = 2 -> tail of 4 trits, slot 4 of row 0 byte 2 = +1: 121 + 81.
+    p = {121, 121, 202, 121, 121, 121};
     expect_error([&] { f::bt_validate(p.data(), 2, 7, 2); },
-                 {"row 1", "byte 3", "plane 1", "padding trit 2", "is -1"});
+                 {"row 0", "byte 2", "tail byte 0", "unused slot 4", "tail trit 4", "is 1"});
+    // k = 6, d = 2 -> tail of 2 trits; slot 2 (the first unused) = -1 in row 1 byte 2: 121 - 9.
+    p = {121, 121, 121, 121, 121, 112};
+    expect_error([&] { f::bt_validate(p.data(), 2, 6, 2); },
+                 {"row 1", "byte 2", "unused slot 2", "is -1", "expected 0"});
+    std::vector<float> xf(6, 1.0f), af(2);
+    expect_error([&] { f::bt_gemm_f32_ref(p.data(), 2, 6, 2, xf.data(), 1, 6, af.data()); },
+                 {"bt_gemm_f32_ref", "row 1", "unused slot 2"});
+    // The same 6 bytes as one row of k = 15 (3 quintets, no tail) are valid: 112 is a plane byte.
+    f::bt_validate(p.data(), 1, 15, 2);
 }
 
 // ---- activation codes ------------------------------------------------------------------------

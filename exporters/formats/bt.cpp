@@ -1,6 +1,7 @@
 // bt CPU reference: pack, unpack, validate and the integer/float products (spec in bt.h).
 // Scalar on purpose, it defines the result bit for bit; the products decode each quintet's d plane
-// bytes through a 243-entry table built from the header's bt_decode_byte, never via unpack.
+// bytes through a 243-entry table built from the header's bt_decode_byte and the row's tail through
+// the header's bt_tail_code, never via unpack.
 #include "exporters/formats/bt.h"
 
 #include <algorithm>
@@ -54,7 +55,10 @@ void check_int32_range(const char* who, int64_t k, int d, int64_t group) {
 }
 
 void validate(const char* who, const uint8_t* packed, int64_t n, int64_t k, int d) {
-    const int64_t quintets = bt_quintets(k);
+    const int64_t quintets = bt_full_quintets(k);
+    const int64_t tail_at = bt_tail_offset(k, d);
+    const int tail_bytes = bt_tail_bytes(k, d);
+    const int tail_trits = bt_tail_trits(k, d);
     const int64_t rb = bt_row_bytes(k, d);
     for (int64_t r = 0; r < n; ++r) {
         const uint8_t* row = packed + r * rb;
@@ -64,38 +68,50 @@ void validate(const char* who, const uint8_t* packed, int64_t n, int64_t k, int 
                 const int byte = row[b];
                 TRIT_CHECK(byte <= kBtMaxByte, who, ": row ", r, ", byte ", b, " (quintet ", q,
                            ", plane ", i, ") is ", byte, ", expected <= 242 (5 trits, 3^5 - 1)");
-                for (int j = 0; j < kBtQuintet; ++j) {
-                    const int64_t col = q * kBtQuintet + j;
-                    const int trit = bt_trit(static_cast<uint8_t>(byte), j);
-                    TRIT_CHECK(col < k || trit == 0, who, ": row ", r, ", byte ", b, " (quintet ",
-                               q, ", plane ", i, "): padding trit ", j, " (column ", col,
-                               " >= k = ", k, ") is ", trit,
-                               ", expected 0 (padding weights are 0)");
-                }
+            }
+        }
+        for (int tb = 0; tb < tail_bytes; ++tb) {
+            const int64_t b = tail_at + tb;
+            const int byte = row[b];
+            TRIT_CHECK(byte <= kBtMaxByte, who, ": row ", r, ", byte ", b, " (tail byte ", tb,
+                       ") is ", byte, ", expected <= 242 (5 trits, 3^5 - 1)");
+            for (int s = 0; s < kBtQuintet; ++s) {
+                const int t = tb * kBtQuintet + s;
+                const int trit = bt_trit(static_cast<uint8_t>(byte), s);
+                TRIT_CHECK(t < tail_trits || trit == 0, who, ": row ", r, ", byte ", b,
+                           " (tail byte ", tb, "): unused slot ", s, " (tail trit ", t,
+                           " >= r * d = ", tail_trits, ") is ", trit,
+                           ", expected 0 (unused tail slots hold the zero trit)");
             }
         }
     }
 }
 
-// Shared loop of the int32 and float products: per (i, j, scale group), walk the quintets that
-// overlap it, decode each quintet's 5 codes once from its d plane bytes, and accumulate in
-// increasing column order.
+// Shared loop of the int32 and float products: per (i, j, scale group), walk the whole quintets
+// that overlap it, decode each quintet's 5 codes once from its d plane bytes, then the group's
+// tail columns (codes decoded once per row), accumulating in increasing column order.
 template <typename X, typename Acc>
 void gemm(const uint8_t* packed, int64_t n, int64_t k, int d, const X* x, int64_t m, int64_t group,
           Acc* acc) {
     const int64_t rb = bt_row_bytes(k, d);
     const int64_t groups = acc_num_groups(k, group);
     const int levels = bt_levels(d);
+    const int64_t quintets = bt_full_quintets(k);
+    const int64_t tail_col = quintets * kBtQuintet;
+    const int tail_weights = bt_tail_weights(k);
     for (int64_t i = 0; i < m; ++i) {
         const X* xi = x + i * k;
         for (int64_t j = 0; j < n; ++j) {
             const uint8_t* row = packed + j * rb;
             Acc* out = acc + (i * n + j) * groups;
+            int tail[kBtQuintet] = {};
+            for (int w = 0; w < tail_weights; ++w)
+                tail[w] = bt_tail_code(row, k, d, w);
             for (int64_t g = 0; g < groups; ++g) {
                 const int64_t c0 = g * group;
                 const int64_t c1 = std::min(k, c0 + group);
                 Acc sum = 0;
-                for (int64_t q = c0 / kBtQuintet; q * kBtQuintet < c1; ++q) {
+                for (int64_t q = c0 / kBtQuintet; q < quintets && q * kBtQuintet < c1; ++q) {
                     uint64_t lanes = 0;
                     for (int p = 0, weight = 1; p < d; ++p, weight *= 3) {
                         lanes += static_cast<uint64_t>(weight) * kLaneTable[row[q * d + p]];
@@ -118,6 +134,9 @@ void gemm(const uint8_t* packed, int64_t n, int64_t k, int d, const X* x, int64_
                         }
                     }
                 }
+                for (int64_t c = std::max(c0, tail_col); c < c1; ++c) {
+                    sum += static_cast<Acc>(xi[c]) * static_cast<Acc>(tail[c - tail_col]);
+                }
                 out[g] = sum;
             }
         }
@@ -131,22 +150,34 @@ void bt_pack(const int8_t* codes, int64_t n, int64_t k, int d, uint8_t* packed) 
     TRIT_CHECK(codes != nullptr && packed != nullptr,
                "bt_pack: codes and packed must be non-null (n=", n, ", k=", k, ")");
     const int levels = bt_levels(d);
-    const int64_t quintets = bt_quintets(k);
+    const int64_t quintets = bt_full_quintets(k);
+    const int64_t tail_at = bt_tail_offset(k, d);
+    const int tail_weights = bt_tail_weights(k);
+    const int tail_bytes = bt_tail_bytes(k, d);
     const int64_t rb = bt_row_bytes(k, d);
-    for (int64_t r = 0; r < n; ++r) {
-        for (int64_t q = 0; q < quintets; ++q) {
-            int8_t quintet[kBtQuintet] = {};  // padding weights are code 0
-            for (int j = 0; j < kBtQuintet && q * kBtQuintet + j < k; ++j) {
-                const int64_t c = q * kBtQuintet + j;
-                const int code = codes[r * k + c];
-                TRIT_CHECK(code >= -levels && code <= levels, "bt_pack: code ", code, " at (row ",
-                           r, ", col ", c, ") is outside [-", levels, ", ", levels,
-                           "], the range of depth d = ", d);
-                quintet[j] = static_cast<int8_t>(code);
-            }
-            for (int i = 0; i < d; ++i)
-                packed[r * rb + q * d + i] = bt_encode_plane(quintet, i);
+    // Codes of columns c0 .. c0 + len - 1 of row r, range-checked.
+    auto gather = [&](int64_t r, int64_t c0, int len, int8_t* out) {
+        for (int j = 0; j < len; ++j) {
+            const int64_t c = c0 + j;
+            const int code = codes[r * k + c];
+            TRIT_CHECK(code >= -levels && code <= levels, "bt_pack: code ", code, " at (row ", r,
+                       ", col ", c, ") is outside [-", levels, ", ", levels,
+                       "], the range of depth d = ", d);
+            out[j] = static_cast<int8_t>(code);
         }
+    };
+    for (int64_t r = 0; r < n; ++r) {
+        uint8_t* row = packed + r * rb;
+        for (int64_t q = 0; q < quintets; ++q) {
+            int8_t quintet[kBtQuintet] = {};
+            gather(r, q * kBtQuintet, kBtQuintet, quintet);
+            for (int i = 0; i < d; ++i)
+                row[q * d + i] = bt_encode_plane(quintet, i);
+        }
+        int8_t tail[kBtQuintet] = {};
+        gather(r, quintets * kBtQuintet, tail_weights, tail);
+        for (int b = 0; b < tail_bytes; ++b)
+            row[tail_at + b] = bt_encode_tail_byte(tail, tail_weights, d, b);
     }
 }
 
@@ -162,13 +193,19 @@ void bt_unpack(const uint8_t* packed, int64_t n, int64_t k, int d, int8_t* codes
                "bt_unpack: packed and codes must be non-null (n=", n, ", k=", k, ")");
     validate("bt_unpack", packed, n, k, d);
     const int64_t rb = bt_row_bytes(k, d);
+    const int64_t tail_col = bt_full_quintets(k) * kBtQuintet;
     for (int64_t r = 0; r < n; ++r) {
+        const uint8_t* row = packed + r * rb;
         for (int64_t c = 0; c < k; ++c) {
-            const int64_t q = c / kBtQuintet;
-            const int j = static_cast<int>(c % kBtQuintet);
             int code = 0;
-            for (int i = 0; i < d; ++i)
-                code += bt_pow3(i) * bt_trit(packed[r * rb + q * d + i], j);
+            if (c < tail_col) {
+                const int64_t q = c / kBtQuintet;
+                const int j = static_cast<int>(c % kBtQuintet);
+                for (int i = 0; i < d; ++i)
+                    code += bt_pow3(i) * bt_trit(row[q * d + i], j);
+            } else {
+                code = bt_tail_code(row, k, d, static_cast<int>(c - tail_col));
+            }
             codes[r * k + c] = static_cast<int8_t>(code);
         }
     }

@@ -59,6 +59,23 @@ TEST_F(CliTest, TrainWritesRunAndSummaryReadsIt) {
     EXPECT_THAT(again.output, HasSubstr("--resume"));
 }
 
+// On a terminal (a pty from util-linux's `script`) progress is a bar redrawn in place with the
+// rate and the ETA; elsewhere it is plain lines (TrainWritesRunAndSummaryReadsIt).
+TEST_F(CliTest, TerminalGetsAProgressBar) {
+    if (trit::testing::run_command("command -v script").exit_code != 0) GTEST_SKIP() << "no script(1)";
+    auto r = trit::testing::run_command("script -qec \"'" TRIT_BINARY "' train '" + recipe_ + "' --out '" +
+                                        dir_ + "/tty' --set training.steps=3000\" /dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("\r["));
+    EXPECT_THAT(r.output, HasSubstr("] step "));
+    EXPECT_THAT(r.output, HasSubstr("samples/s  ETA"));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("step 0/")));
+    // Redrawn during the run (about 10 times a second), not only once at the end.
+    size_t bars = 0;
+    for (size_t p = r.output.find("] step "); p != std::string::npos; p = r.output.find("] step ", p + 1)) ++bars;
+    EXPECT_GE(bars, 4u) << r.output;
+}
+
 TEST_F(CliTest, SigkillThenResumeGivesTheUninterruptedWeights) {
     const std::string long_run = "--set training.steps=4000 --set training.checkpoint_every=100 -q";
     auto ref = run_trit("train '" + recipe_ + "' --out '" + dir_ + "/ref' " + long_run);

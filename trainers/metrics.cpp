@@ -68,10 +68,10 @@ void MetricsLog::write(const Fields& fields) {
 Progress::Progress(int64_t total, int64_t first, int64_t batch, int64_t log_every, bool enabled)
     : total_(total), first_(first), batch_(batch), log_every_(log_every), enabled_(enabled),
       tty_(enabled && ::isatty(STDERR_FILENO)), last_step_(first),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+      start_(std::chrono::steady_clock::now()), last_step_time_(start_), last_render_(start_) {}
 
 double Progress::samples_per_second() const {
-    const double s = std::chrono::duration<double>(last_draw_ - start_).count();
+    const double s = std::chrono::duration<double>(last_step_time_ - start_).count();
     return s > 0 ? static_cast<double>((last_step_ - first_) * batch_) / s : 0.0;
 }
 
@@ -79,15 +79,15 @@ void Progress::step(int64_t step, double loss, double lr) {
     loss_ = loss;
     lr_ = lr;
     last_step_ = step;
-    if (!enabled_) {
-        last_draw_ = std::chrono::steady_clock::now();
-        return;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    const bool due = tty_ ? std::chrono::duration<double>(now - last_draw_).count() >= 0.1
+    last_step_time_ = std::chrono::steady_clock::now();
+    if (!enabled_) return;
+    // A terminal gets at most 10 redraws a second; a log file a line every log_every steps.
+    const bool due = tty_ ? std::chrono::duration<double>(last_step_time_ - last_render_).count() >= 0.1
                           : step % log_every_ == 0;
-    last_draw_ = now;
-    if (due || step == total_) draw(step, false);
+    if (due || step == total_) {
+        last_render_ = last_step_time_;
+        draw(step, false);
+    }
 }
 
 void Progress::draw(int64_t step, bool final) {
@@ -114,7 +114,7 @@ void Progress::message(const std::string& line) {
     if (!enabled_) return;
     if (tty_) std::cerr << "\r\x1b[K";
     std::cerr << line << '\n';
-    if (tty_) draw(last_step_, false);
+    if (tty_ && last_step_ > first_) draw(last_step_, false);  // no bar before the first step
 }
 
 void Progress::finish() {

@@ -47,7 +47,7 @@ private:
     bool enabled_, tty_;
     double loss_ = 0, lr_ = 0;
     int64_t last_step_ = 0;
-    std::chrono::steady_clock::time_point start_, last_draw_;
+    std::chrono::steady_clock::time_point start_, last_step_time_, last_render_;
 };
 
 }  // namespace trit::trainers

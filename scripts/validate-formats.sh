@@ -23,7 +23,7 @@ for run in "$@"; do
     agree=$(sed -n 's/.*top-1 agreement \([^ ]*\) .*/\1/p' <<<"$v")
     acc_p=$(sed -n 's/.*accuracy: packed \([^,]*\),.*/\1/p' <<<"$v")
     acc_t=$(sed -n 's/.*training forward \(.*\)$/\1/p' <<<"$v")
-    bits=$("$trit" inspect "$file" | awk '/codes \+ scales/ {split($7, r, "/"); printf "%.3f", 32 / r[2]}')
+    bits=$("$trit" inspect "$file" | awk '/FP32 weights/ {w = $5 / 4} /codes \+ scales/ {printf "%.4f", 8 * $4 / w}')
     printf '%-28s %-7s %11s %11s %9s %9s %9s %8s\n' "$(basename "$run")" "$f" "$err" "$rel" "$agree" \
       "$acc_p" "$acc_t" "$bits"
   done

@@ -89,6 +89,11 @@ if last_ok; then
         run_step train-cuda "$BUILD_DIR/cli/trit" train recipes/fashion_mnist_ternary.yaml \
             --device cuda --set "data.path=$FMNIST" --set training.epochs=2 \
             --out "$BUILD_DIR/runs/ternary-cuda" --overwrite
+        # A run trained on the GPU exports and validates with the CPU reference runtime.
+        run_step export-validate bash -c "'$BUILD_DIR/cli/trit' export '$BUILD_DIR/runs/ternary-cuda' \
+            --format tern2 --out '$BUILD_DIR/runs/ternary-cuda/model-tern2.h5' && \
+            '$BUILD_DIR/cli/trit' validate '$BUILD_DIR/runs/ternary-cuda/model-tern2.h5' \
+            --against '$BUILD_DIR/runs/ternary-cuda' --data '$FMNIST'"
         run_step bench-train "$BUILD_DIR/cli/trit" bench train --device cuda \
             --set "data.path=$FMNIST" --csv "$LOG_DIR/bench-train-cuda.csv"
     else

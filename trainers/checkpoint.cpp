@@ -15,12 +15,12 @@
 namespace trit::trainers {
 namespace {
 
-torch::serialize::InputArchive open_archive(const std::string& path) {
+torch::serialize::InputArchive open_archive(const std::string& path, torch::Device device) {
     TRIT_CHECK(fs::is_file(path), "checkpoint '", path,
                "': no such file (expected a run directory's ", kCheckpointFile, ")");
     torch::serialize::InputArchive in;
     try {
-        in.load_from(path);
+        in.load_from(path, device);
     } catch (const c10::Error& e) {
         TRIT_FAIL("checkpoint '", path, "': not a readable trit checkpoint (truncated or corrupt?): ",
                   e.what_without_backtrace());
@@ -69,8 +69,9 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
 }
 
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
-                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml) {
-    torch::serialize::InputArchive in = open_archive(path);
+                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml,
+                              torch::Device device) {
+    torch::serialize::InputArchive in = open_archive(path, device);
     TrainPosition pos;
     try {
         torch::serialize::InputArchive model_ar;
@@ -98,7 +99,7 @@ TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
 }
 
 std::string read_checkpoint_recipe(const std::string& path) {
-    torch::serialize::InputArchive in = open_archive(path);
+    torch::serialize::InputArchive in = open_archive(path, torch::kCPU);
     c10::IValue r;
     TRIT_CHECK(in.try_read("recipe", r) && r.isString(), "checkpoint '", path,
                "': has no recipe entry");
@@ -114,7 +115,7 @@ LoadedRun load_run(const std::string& path) {
     r.recipe = parse_recipe(r.recipe_yaml, r.checkpoint + " (stored recipe)");
     r.model = make_model(r.recipe.model);
     quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization);
-    r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr).step;
+    r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr, torch::kCPU).step;
     r.model->eval();
     return r;
 }

@@ -28,9 +28,11 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer, const TrainPosition& position,
                      const std::string& recipe_yaml);
 
-// Restores model and optimizer in place; returns the position. `recipe_yaml` receives the text.
+// Restores model and optimizer in place, their tensors on `device` (a checkpoint written on a GPU
+// loads on the CPU and the other way round); returns the position. `recipe_yaml` receives the text.
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
-                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml);
+                              torch::optim::Optimizer* optimizer, std::string* recipe_yaml,
+                              torch::Device device = torch::kCPU);
 
 // Only the recipe text of a checkpoint (to rebuild its model).
 std::string read_checkpoint_recipe(const std::string& path);

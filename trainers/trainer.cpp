@@ -188,7 +188,7 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     TrainPosition pos;
     if (opt.resume) {
         std::string saved;
-        pos = load_checkpoint(ckpt, *setup.model, setup.optimizer.get(), &saved);
+        pos = load_checkpoint(ckpt, *setup.model, setup.optimizer.get(), &saved, device);
         TRIT_CHECK(saved == recipe_text, "--resume: the recipe differs from the one '", run_dir,
                    "' was started with (", first_difference(recipe_text, saved), ")");
         TRIT_CHECK(pos.step <= total && pos.batch <= batches, "--resume: checkpoint position (step ",

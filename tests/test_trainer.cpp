@@ -156,6 +156,22 @@ TEST_F(TrainerTest, RunDirectoryIsProtected) {
     EXPECT_THROW(trainers::train(r, none), Error);
 }
 
+TEST_F(TrainerTest, ResumeWithDamagedMetricsLogNamesTheLine) {
+    Recipe r = parse_recipe(trit::testing::tiny_recipe_yaml("training: {steps: 4, batch_size: 32, checkpoint_every: 2}\n"),
+                            "tiny.yaml");
+    trainers::train(r, quiet(dir_ + "/run"));
+    std::ofstream(dir_ + "/run/metrics.jsonl", std::ios::app) << "{\"step\":oops}\n";
+    auto o = quiet(dir_ + "/run");
+    o.resume = true;
+    try {
+        trainers::train(r, o);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("metrics.jsonl:"));
+        EXPECT_THAT(e.what(), HasSubstr("\"step\" is not a number"));
+    }
+}
+
 TEST_F(TrainerTest, CorruptCheckpointIsNamed) {
     fs::make_dirs(dir_ + "/run");
     trit::testing::write_raw_file(dir_ + "/run/checkpoint.pt", "not a zip archive");

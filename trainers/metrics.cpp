@@ -47,9 +47,11 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step, bool re
     if (resume) {
         std::ifstream in(path);
         std::vector<std::string> kept;
+        int line_no = 0;
         for (std::string line; std::getline(in, line);) {
-            const auto p = line.find("\"step\":");
-            if (p != std::string::npos && std::stoll(line.substr(p + 7)) > keep_until_step) continue;
+            ++line_no;
+            const double step = json_number(line, "step", path + ":" + std::to_string(line_no));
+            if (step > static_cast<double>(keep_until_step)) continue;
             kept.push_back(line);
         }
         in.close();

@@ -23,6 +23,7 @@
 #include "kernels/act_int8.h"
 #include "kernels/act_int8_torch.h"
 #include "kernels/cuda_check.h"
+#include "tests/gpu/gpu_test_util.h"
 
 #if defined(__has_include)
 #if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
@@ -36,41 +37,8 @@ namespace {
 
 using trit::kernels::act_int8_quantize;
 
-// Empty when a device is usable, else why not (no driver here gives an error, not a crash).
-std::string gpu_unavailable_reason() {
-    int n = 0;
-    const cudaError_t st = cudaGetDeviceCount(&n);
-    if (st != cudaSuccess) {
-        (void)cudaGetLastError();
-        return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(st);
-    }
-    return n > 0 ? std::string() : std::string("no CUDA device visible");
-}
-
-template <typename Base>
-class RequiresGpu : public Base {
-  protected:
-    void SetUp() override {
-        static const std::string reason = gpu_unavailable_reason();
-        if (!reason.empty()) GTEST_SKIP() << reason;
-    }
-};
-
-template <typename T>
-class DeviceBuffer {
-  public:
-    explicit DeviceBuffer(size_t n) {
-        TRIT_CUDA_CHECK(
-            cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<size_t>(n, 1) * sizeof(T)));
-    }
-    ~DeviceBuffer() { (void)cudaFree(ptr_); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    T* get() const { return ptr_; }
-
-  private:
-    T* ptr_ = nullptr;
-};
+using trit::gputest::DeviceBuffer;
+using trit::gputest::RequiresGpu;
 
 uint32_t bits(float f) {
     uint32_t u;

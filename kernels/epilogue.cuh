@@ -1,0 +1,45 @@
+// Device side of the products' fused epilogue (kernels/product.h): the CPU runtime's float
+// arithmetic, step for step, with explicit round-to-nearest intrinsics so that nvcc can never
+// contract a multiply and an add into an FMA (which would change the last bit).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/product.h"
+
+namespace trit::kernels::detail {
+
+// s + w_scale * float(acc), the term of one scale group.
+__device__ __forceinline__ float epilogue_add(float s, float w_scale, int32_t acc) {
+    return __fadd_rn(s, __fmul_rn(w_scale, __int2float_rn(acc)));
+}
+
+// Row of weight scales for output j (G entries).
+__device__ __forceinline__ const float* epilogue_w_scale(const ProductOut& o, int64_t j,
+                                                          int64_t groups) {
+    return o.w_scale + (o.w_scale_rows == 1 ? 0 : j * groups);
+}
+
+// y[i][j] from the finished group sum s.
+__device__ __forceinline__ float epilogue_finish(const ProductOut& o, float s, int64_t i,
+                                                 int64_t j) {
+    const float sx = o.x_scale[o.x_scale_rows == 1 ? 0 : i];
+    return __fadd_rn(__fmul_rn(s, sx), o.bias != nullptr ? o.bias[j] : 0.0f);
+}
+
+// Writes output (i, j) from its G accumulators acc_at(g), in group order.
+template <typename AccAt>
+__device__ __forceinline__ void store_output(const ProductOut& o, int64_t n, int64_t groups,
+                                             int64_t i, int64_t j, AccAt acc_at) {
+    if (o.acc != nullptr) {
+        int32_t* dst = o.acc + (i * n + j) * groups;
+        for (int64_t g = 0; g < groups; ++g) dst[g] = acc_at(g);
+        return;
+    }
+    const float* ws = epilogue_w_scale(o, j, groups);
+    float s = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) s = epilogue_add(s, ws[g], acc_at(g));
+    o.y[i * n + j] = epilogue_finish(o, s, i, j);
+}
+
+}  // namespace trit::kernels::detail

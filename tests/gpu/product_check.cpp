@@ -1,0 +1,154 @@
+// See product_check.h.
+#include "tests/gpu/product_check.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <type_traits>
+#include <vector>
+
+#include "exporters/format_table.h"
+#include "exporters/formats/bt.h"
+#include "exporters/formats/common.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace trit::gputest {
+namespace {
+
+exporters::FormatId format_id(const ProductCase& c) {
+    switch (c.format) {
+        case kernels::Format::kTern2: return {exporters::WeightFormat::kTern2, 0};
+        case kernels::Format::kTern24: return {exporters::WeightFormat::kTern24, 0};
+        case kernels::Format::kBin1: return {exporters::WeightFormat::kBin1, 0};
+        case kernels::Format::kBt: return {exporters::WeightFormat::kBt, c.depth};
+    }
+    return {};
+}
+
+// Random codes valid for the format: tern24 keeps at most 2 non-zeros per group of 4 columns,
+// bin1 has no zero, bt spans [-L, L].
+std::vector<int8_t> random_weight_codes(const ProductCase& c) {
+    const auto n = static_cast<size_t>(c.n * c.k);
+    switch (c.format) {
+        case kernels::Format::kTern2: return random_codes(n, -1, 1, c.seed * 7 + 1);
+        case kernels::Format::kBin1: {
+            std::vector<int8_t> v = random_codes(n, 0, 1, c.seed * 7 + 2);
+            for (auto& x : v) x = x != 0 ? 1 : -1;
+            return v;
+        }
+        case kernels::Format::kBt: {
+            const int L = formats::bt_levels(c.depth);
+            return random_codes(n, -L, L, c.seed * 7 + 3);
+        }
+        case kernels::Format::kTern24: {
+            std::vector<int8_t> v = random_codes(n, -1, 1, c.seed * 7 + 4);
+            for (int64_t r = 0; r < c.n; ++r)
+                for (int64_t g = 0; g < c.k; g += 4) {
+                    int nz = 0;
+                    for (int64_t col = g; col < std::min(c.k, g + 4); ++col) {
+                        int8_t& x = v[static_cast<size_t>(r * c.k + col)];
+                        if (x != 0 && ++nz > 2) x = 0;
+                    }
+                }
+            return v;
+        }
+    }
+    return {};
+}
+
+template <typename T>
+std::string first_mismatches(const std::vector<T>& got, const std::vector<T>& want,
+                             int64_t n, int64_t inner, int64_t* count) {
+    std::ostringstream msg;
+    *count = 0;
+    for (size_t t = 0; t < got.size(); ++t) {
+        const bool same = std::is_floating_point<T>::value
+                              ? std::memcmp(&got[t], &want[t], sizeof(T)) == 0
+                              : got[t] == want[t];
+        if (same) continue;
+        if ((*count)++ < 8) {
+            const int64_t i = static_cast<int64_t>(t) / (n * inner), j = static_cast<int64_t>(t) / inner % n,
+                          g = static_cast<int64_t>(t) % inner;
+            msg << "  [i=" << i << ", j=" << j << ", g=" << g << "]: got " << got[t] << ", want " << want[t] << "\n";
+        }
+    }
+    return msg.str();
+}
+
+}  // namespace
+
+std::string describe(const ProductCase& c) {
+    std::ostringstream s;
+    s << kernels::format_name(c.format);
+    if (c.format == kernels::Format::kBt) s << c.depth;
+    s << " m=" << c.m << " n=" << c.n << " k=" << c.k << " group=" << c.group << " seed=" << c.seed;
+    return s.str();
+}
+
+void check_product_case(const ProductCase& c, kernels::ProductPath path) {
+    SCOPED_TRACE(describe(c) + " path=" + kernels::path_name(path));
+    const exporters::FormatId fid = format_id(c);
+    const std::vector<int8_t> codes = random_weight_codes(c);
+    const exporters::Arrays packed = exporters::pack_codes(fid, codes.data(), c.n, c.k);
+    const std::vector<int8_t> x = random_codes(static_cast<size_t>(c.m * c.k), c.x_lo, c.x_hi, c.seed * 7 + 5);
+    const int64_t G = formats::acc_num_groups(c.k, c.group);
+
+    std::vector<int32_t> want(static_cast<size_t>(c.m * c.n * G));
+    exporters::gemm_int8(fid, packed, c.n, c.k, x.data(), c.m, c.group, want.data());
+
+    const int64_t ws_rows = c.per_tensor_scale ? 1 : c.n;
+    const std::vector<float> ws = random_floats(static_cast<size_t>(ws_rows * G), 1e-3f, 2e-2f, c.seed * 7 + 6);
+    const std::vector<float> xs = random_floats(static_cast<size_t>(c.m), 1e-3f, 5e-2f, c.seed * 7 + 7);
+    const std::vector<float> bias = random_floats(static_cast<size_t>(c.n), -1.0f, 1.0f, c.seed * 7 + 8);
+    // The CPU runtime's epilogue (exporters/runtime_cpu.cpp), compiled without FP contraction.
+    std::vector<float> want_y(static_cast<size_t>(c.m * c.n));
+    for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+            const float* w = ws.data() + (ws_rows == 1 ? 0 : j * G);
+            float s = 0.0f;
+            for (int64_t g = 0; g < G; ++g) s += w[g] * static_cast<float>(want[static_cast<size_t>((i * c.n + j) * G + g)]);
+            want_y[static_cast<size_t>(i * c.n + j)] = s * xs[static_cast<size_t>(i)] + (c.bias ? bias[static_cast<size_t>(j)] : 0.0f);
+        }
+
+    DeviceBuffer<uint8_t> d_a(packed[0]);
+    std::unique_ptr<DeviceBuffer<uint8_t>> d_b;
+    if (packed.size() > 1) d_b = std::make_unique<DeviceBuffer<uint8_t>>(packed[1]);
+    DeviceBuffer<int8_t> d_x(x);
+    DeviceBuffer<int32_t> d_acc(want.size());
+    DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(want_y.size());
+    d_acc.poison();
+    d_y.poison();
+
+    kernels::PackedWeights w;
+    w.format = c.format;
+    w.depth = c.depth;
+    w.a = d_a.get();
+    w.b = d_b ? d_b->get() : nullptr;
+    w.n = c.n;
+    w.k = c.k;
+
+    kernels::ProductOut acc_out;
+    acc_out.acc = d_acc.get();
+    kernels::product(w, d_x.get(), c.m, c.group, acc_out, nullptr, path);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    int64_t bad = 0;
+    std::string msg = first_mismatches(d_acc.download(), want, c.n, G, &bad);
+    EXPECT_EQ(bad, 0) << "int32 accumulators differ from the reference, first mismatches:\n" << msg;
+
+    kernels::ProductOut y_out;
+    y_out.y = d_y.get();
+    y_out.w_scale = d_ws.get();
+    y_out.w_scale_rows = ws_rows;
+    y_out.x_scale = d_xs.get();
+    y_out.x_scale_rows = c.m;
+    y_out.bias = c.bias ? d_bias.get() : nullptr;
+    kernels::product(w, d_x.get(), c.m, c.group, y_out, nullptr, path);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    msg = first_mismatches(d_y.download(), want_y, c.n, 1, &bad);
+    EXPECT_EQ(bad, 0) << "fused-epilogue y differs from the CPU runtime's bits, first mismatches:\n" << msg;
+}
+
+}  // namespace trit::gputest

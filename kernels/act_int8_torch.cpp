@@ -1,36 +1,14 @@
 // LibTorch adapter for act_int8_quantize: checks the tensor, makes it contiguous, allocates the
-// outputs and launches on the current stream. Compiles against a CPU-only LibTorch (no
-// c10/cuda config header there): it then uses the default stream, though no CUDA tensor can exist.
+// outputs and launches on the current stream (kernels/torch_stream.h).
 #include "kernels/act_int8_torch.h"
 
 #include <c10/core/DeviceGuard.h>
 
 #include "core/error.h"
 #include "kernels/act_int8.h"
-
-// c10/cuda/CUDAStream.h ships even in CPU-only LibTorch (Debian's 1.13) but cannot be compiled
-// there; the generated cuda_cmake_macros.h exists only in CUDA builds, whose TORCH_LIBRARIES
-// also link c10_cuda.
-#if defined(__has_include)
-#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
-#include <c10/cuda/CUDAStream.h>
-#define TRIT_TORCH_HAS_CUDA 1
-#endif
-#endif
+#include "kernels/torch_stream.h"
 
 namespace trit::kernels {
-namespace {
-
-cudaStream_t current_stream(const c10::Device& device) {
-#ifdef TRIT_TORCH_HAS_CUDA
-    return c10::cuda::getCurrentCUDAStream(device.index()).stream();
-#else
-    (void)device;
-    return nullptr;  // legacy default stream
-#endif
-}
-
-}  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> act_int8_quantize(const torch::Tensor& x) {
     TRIT_CHECK(x.defined(), "act_int8_quantize: expected a defined float32 CUDA tensor");

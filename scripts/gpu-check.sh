@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The GPU round in one command, for the GPU machine (docs: shared GPU.md): configure build-gpu
 # (Release, Ninja, TRIT_CUDA=ON, LibTorch from the Python torch), build, run all of ctest, then
-# compute-sanitizer memcheck and racecheck on trit_gpu_tests, then a CUDA training run and the
-# training-throughput benchmark on the GPU when Fashion-MNIST is there. Full logs go to $OUT (or
-# build-gpu/gpu-check); a step/status/seconds table prints last. Exit 1 if any step failed.
+# compute-sanitizer memcheck and racecheck on trit_gpu_tests, the kernel benchmarks against cuBLAS
+# (`trit bench kernels`, CSV in $OUT), then, when Fashion-MNIST is there, a CUDA training run,
+# its export to every packed format validated on the GPU runtime (`trit validate --device cuda`)
+# and the training-throughput benchmark. Full logs go to $OUT (or build-gpu/gpu-check); a
+# step/status/seconds table prints last. Exit 1 if any step failed.
+#   STEPS_ONLY="ctest memcheck" limits the round to those steps (configure and build always run);
+#   BENCH_ARGS="--quick" is passed to `trit bench kernels`.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,6 +49,9 @@ skip_step() {
 
 last_ok() { [[ ${STATUS[${#STATUS[@]}-1]} == ok ]]; }
 
+# wanted NAME: whether STEPS_ONLY (when set) lists NAME.
+wanted() { [[ -z "${STEPS_ONLY:-}" || " $STEPS_ONLY " == *" $1 "* ]]; }
+
 SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' \
     2>"$LOG_DIR/torch.log" || true)
@@ -72,28 +79,33 @@ fi
 
 GPU_TESTS="$BUILD_DIR/tests/trit_gpu_tests"
 if last_ok; then
-    run_step ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+    wanted ctest && run_step ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
     if [[ -x "$GPU_TESTS" ]]; then
-        run_step memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS"
+        wanted memcheck && run_step memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS"
         # Racecheck reports shared-memory hazards of every kernel launched; LibTorch's own kernels
         # (the *Torch* suites) are not ours to fix, so it runs the raw-kernel tests only.
-        run_step racecheck "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
-            --gtest_filter='-*Torch*'
+        wanted racecheck && run_step racecheck "$SANITIZER" --tool racecheck --error-exitcode 1 \
+            "$GPU_TESTS" --gtest_filter='-*Torch*'
     else
         for step in memcheck racecheck; do skip_step "$step" "$GPU_TESTS not built"; done
         FAILED=1
     fi
     # Training on the GPU with LibTorch CUDA, on the real data when it travelled with the run.
     FMNIST=${FASHION_MNIST_DIR:-.gpu-carry/fashion-mnist}
-    if [[ -f "$FMNIST/train-images-idx3-ubyte.gz" ]]; then
+    if wanted bench-kernels; then
+        # shellcheck disable=SC2086
+        run_step bench-kernels "$BUILD_DIR/cli/trit" bench kernels --csv "$LOG_DIR/bench-kernels.csv" \
+            ${BENCH_ARGS:-}
+    fi
+    if [[ -f "$FMNIST/train-images-idx3-ubyte.gz" ]] && wanted train-cuda; then
         run_step train-cuda "$BUILD_DIR/cli/trit" train recipes/fashion_mnist_ternary.yaml \
             --device cuda --set "data.path=$FMNIST" --set training.epochs=2 \
             --out "$BUILD_DIR/runs/ternary-cuda" --overwrite
-        # A run trained on the GPU exports and validates with the CPU reference runtime.
-        run_step export-validate bash -c "'$BUILD_DIR/cli/trit' export '$BUILD_DIR/runs/ternary-cuda' \
-            --format tern2 --out '$BUILD_DIR/runs/ternary-cuda/model-tern2.h5' && \
-            '$BUILD_DIR/cli/trit' validate '$BUILD_DIR/runs/ternary-cuda/model-tern2.h5' \
-            --against '$BUILD_DIR/runs/ternary-cuda' --data '$FMNIST'"
+        # The GPU-trained run, exported to every packed format, runs on the GPU runtime and is
+        # compared with the training forward on the GPU and the CPU reference runtime.
+        run_step validate-cuda env TRIT="$BUILD_DIR/cli/trit" DEVICE=cuda DATA="$FMNIST" \
+            OUT_DIR="$BUILD_DIR/runs/formats" VERBOSE=1 scripts/validate-formats.sh \
+            "$BUILD_DIR/runs/ternary-cuda"
         run_step bench-train "$BUILD_DIR/cli/trit" bench train --device cuda \
             --set "data.path=$FMNIST" --csv "$LOG_DIR/bench-train-cuda.csv"
     else
@@ -105,9 +117,9 @@ fi
 
 {
     echo
-    printf '%-10s %-32s %8s\n' step status seconds
+    printf '%-14s %-32s %8s\n' step status seconds
     for i in "${!STEPS[@]}"; do
-        printf '%-10s %-32s %8s\n' "${STEPS[$i]}" "${STATUS[$i]}" "${SECONDS_TAKEN[$i]}"
+        printf '%-14s %-32s %8s\n' "${STEPS[$i]}" "${STATUS[$i]}" "${SECONDS_TAKEN[$i]}"
     done
     echo "logs: $LOG_DIR"
 } | tee "$LOG_DIR/summary.txt"

@@ -1,0 +1,219 @@
+// tern2 x int8 GEMV on the int8 tensor cores: see kernels/tern2_gemv.h for the contract.
+//
+// Layout. A block owns a tile of 16 weight rows; its warps split k into k-blocks of 256 columns
+// (warp w takes k-blocks w, w + warps, ...). In a k-block, lane (g, t) = (lane / 4, lane % 4)
+// loads 16 bytes = 64 weights of rows g and g + 8 (columns 64t .. 64t + 63 of the k-block) and
+// the same 64 columns of x for token g. The 16 rows x 256 columns then go through eight
+// mma.sync.m16n8k32: weights are the A operand (16 x 32), the tokens the B operand's 8 columns
+// (tokens >= m are zero), so one to eight tokens cost the same.
+//
+// Decode. The mma sums over its 32 k slots in any order, so the k index may be permuted as long
+// as A and B see the same permutation. A 32-bit word of 16 packed weights splits into
+// lo = w & 0x33333333 (fields of columns 0, 2 of each byte, one per nibble) and
+// hi = (w >> 2) & 0x33333333 (columns 1, 3); __byte_perm(0x00FF0100, 0, sel) maps each nibble,
+// a field 0/1/2, to the int8 code 0/+1/-1 in one instruction per 4 weights. The registers hold
+// columns [0 2 4 6], [8 10 12 14], [1 3 5 7], [9 11 13 15] of the word; x is permuted the same
+// way with two __byte_perm per 4 codes. About 9 integer instructions decode 16 weights.
+//
+// Sums. Each warp keeps its partial sums in the mma accumulators while its k-blocks stay in one
+// scale group, then adds them to the block's per-group sums in shared memory (int32 atomics:
+// exact in any order). After a barrier, each output runs the shared epilogue in group order.
+#include "kernels/tern2_gemv.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "exporters/formats/common.h"
+#include "exporters/formats/tern2.h"
+#include "kernels/cuda_check.h"
+#include "kernels/epilogue.cuh"
+
+namespace trit::kernels {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kTileRows = 16;         // mma m
+constexpr int kTokens = 8;            // mma n
+constexpr int64_t kBlockCols = 256;   // columns of one warp k-block
+constexpr int64_t kBlockBytes = kBlockCols / formats::kTern2CodesPerByte;
+constexpr int64_t kChunkCols = 64;    // columns per lane per k-block (one 16-byte load per row)
+constexpr int kMaxWarps = 8;
+constexpr int64_t kMaxGroups = 64;    // shared sums: 64 * 16 * 8 * 4 bytes = 32 KiB
+constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
+
+// Weights are read once: keep them out of L1.
+__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+// x is small and read by every row tile: the read-only path, cached.
+__device__ __forceinline__ uint4 load_x(const int8_t* p) {
+    return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+// 16 packed weights -> int8 codes of columns [0 2 4 6], [8 10 12 14], [1 3 5 7], [9 11 13 15].
+__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&r)[4]) {
+    const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;
+    r[0] = __byte_perm(kDecodeTable, 0, lo);
+    r[1] = __byte_perm(kDecodeTable, 0, lo >> 16);
+    r[2] = __byte_perm(kDecodeTable, 0, hi);
+    r[3] = __byte_perm(kDecodeTable, 0, hi >> 16);
+}
+
+// 16 int8 x codes (columns 0..15) -> the same column order as decode_word.
+__device__ __forceinline__ void permute_x(const uint4& v, uint32_t (&r)[4]) {
+    r[0] = __byte_perm(v.x, v.y, 0x6420);
+    r[1] = __byte_perm(v.z, v.w, 0x6420);
+    r[2] = __byte_perm(v.x, v.y, 0x7531);
+    r[3] = __byte_perm(v.z, v.w, 0x7531);
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int q) {
+    return q == 0 ? v.x : (q == 1 ? v.y : (q == 2 ? v.z : v.w));
+}
+
+// d += A (16 x 32 int8: a0 row g, a1 row g + 8, a2/a3 the same rows' upper k slots) x B (32 x 8).
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One k-block's loads for one lane.
+struct Loads {
+    uint4 lo, hi;  // rows g and g + 8
+    uint4 x[4];    // token g
+};
+
+__device__ __forceinline__ Loads load_kblock(const uint8_t* w_lo, const uint8_t* w_hi,
+                                             const int8_t* xg, int64_t b, bool chunk, bool row_lo,
+                                             bool row_hi, bool token) {
+    Loads l{};
+    if (chunk && row_lo) l.lo = load_weights(w_lo + b * kBlockBytes);
+    if (chunk && row_hi) l.hi = load_weights(w_hi + b * kBlockBytes);
+    if (chunk && token) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) l.x[q] = load_x(xg + b * kBlockCols + 16 * q);
+    }
+    return l;
+}
+
+__device__ __forceinline__ void multiply_kblock(const Loads& l, int (&d)[4]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        uint32_t a_lo[4], a_hi[4], xb[4];
+        decode_word(word(l.lo, q), a_lo);
+        decode_word(word(l.hi, q), a_hi);
+        permute_x(l.x[q], xb);
+        mma_s8(d, a_lo[0], a_hi[0], a_lo[1], a_hi[1], xb[0], xb[1]);
+        mma_s8(d, a_lo[2], a_hi[2], a_lo[3], a_hi[3], xb[2], xb[3]);
+    }
+}
+
+__global__ void __launch_bounds__(kMaxWarps* kWarp)
+    tern2_gemv_kernel(const uint8_t* __restrict__ codes, const int8_t* __restrict__ x, int m,
+                      int64_t n, int64_t k, int64_t group, int groups, ProductOut out) {
+    extern __shared__ int32_t sums[];  // [groups][kTileRows][kTokens]
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    const int warps = blockDim.x / kWarp;
+    const int g = lane / 4, t = lane % 4;
+    const int64_t row0 = int64_t{blockIdx.x} * kTileRows;
+    const int64_t row_bytes = k / formats::kTern2CodesPerByte;
+
+    for (int i = threadIdx.x; i < groups * kTileRows * kTokens; i += blockDim.x) sums[i] = 0;
+    __syncthreads();
+
+    const bool row_lo = row0 + g < n, row_hi = row0 + g + 8 < n, token = g < m;
+    // Row pointers only dereferenced when their row exists.
+    const uint8_t* w_lo = codes + (row0 + g) * row_bytes + (kChunkCols / 4) * t;
+    const uint8_t* w_hi = w_lo + 8 * row_bytes;
+    const int8_t* xg = x + int64_t{g} * k + kChunkCols * t;
+    const int64_t kblocks = formats::ceil_div(k, kBlockCols);
+
+    int d[4] = {0, 0, 0, 0};
+    int64_t cur = -1;  // scale group of the sums in d
+    auto flush = [&]() {
+        int32_t* s = sums + (cur * kTileRows + g) * kTokens + 2 * t;
+        atomicAdd(s, d[0]);
+        atomicAdd(s + 1, d[1]);
+        atomicAdd(s + 8 * kTokens, d[2]);
+        atomicAdd(s + 8 * kTokens + 1, d[3]);
+        d[0] = d[1] = d[2] = d[3] = 0;
+    };
+
+    int64_t b = warp;
+    Loads next{};
+    if (b < kblocks)
+        next = load_kblock(w_lo, w_hi, xg, b, b * kBlockCols + kChunkCols * t < k, row_lo, row_hi,
+                           token);
+    for (; b < kblocks; b += warps) {
+        const Loads l = next;
+        const int64_t nb = b + warps;  // prefetch the next k-block before multiplying this one
+        if (nb < kblocks)
+            next = load_kblock(w_lo, w_hi, xg, nb, nb * kBlockCols + kChunkCols * t < k, row_lo,
+                               row_hi, token);
+        const int64_t gi = groups == 1 ? 0 : b * kBlockCols / group;
+        if (gi != cur) {
+            if (cur >= 0) flush();
+            cur = gi;
+        }
+        multiply_kblock(l, d);
+    }
+    if (cur >= 0) flush();
+    __syncthreads();
+
+    for (int idx = threadIdx.x; idx < kTileRows * m; idx += blockDim.x) {
+        const int r = idx / m, i = idx % m;
+        const int64_t j = row0 + r;
+        if (j >= n) continue;
+        detail::store_output(out, n, groups, i, j, [&](int64_t gi) {
+            return sums[(gi * kTileRows + r) * kTokens + i];
+        });
+    }
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern2) return "the weights must be tern2";
+    if (m > kTern2GemvMaxM) return "m must be <= 8";
+    if (w.k % kChunkCols != 0) return "k must be a multiple of 64";
+    if (!aligned16(w.a) || !aligned16(x)) return "the codes and x must be 16-byte aligned";
+    const int64_t groups = formats::acc_num_groups(w.k, group);
+    if (groups > 1 && group % kBlockCols != 0)
+        return "group must be >= k (one scale group) or a multiple of 256";
+    if (groups > kMaxGroups) return "at most 64 scale groups (k / group <= 64)";
+    if (formats::ceil_div(w.n, kTileRows) > std::numeric_limits<int32_t>::max())
+        return "n must be <= 16 * (2^31 - 1) (one block per 16 rows)";
+    return "";
+}
+
+void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                const ProductOut& out, cudaStream_t stream) {
+    check_product("tern2_gemv", w, x, m, group, out);
+    const std::string no = tern2_gemv_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "tern2_gemv (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+               "): ", no);
+    const int64_t groups = formats::acc_num_groups(w.k, group);
+    const int64_t kblocks = formats::ceil_div(w.k, kBlockCols);
+    const int warps = static_cast<int>(std::min<int64_t>(kMaxWarps, kblocks));
+    const size_t smem = static_cast<size_t>(groups * kTileRows * kTokens) * sizeof(int32_t);
+    const dim3 grid(static_cast<unsigned>(formats::ceil_div(w.n, kTileRows)));
+    tern2_gemv_kernel<<<grid, warps * kWarp, smem, stream>>>(
+        w.a, x, static_cast<int>(m), w.n, w.k, group, static_cast<int>(groups), out);
+    TRIT_CUDA_CHECK_LAST();
+}
+
+}  // namespace trit::kernels

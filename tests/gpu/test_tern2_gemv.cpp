@@ -1,0 +1,99 @@
+// GPU tests of the tern2 tensor-core GEMV (kernels/tern2_gemv.h): int32 accumulators and fused
+// epilogue bit-exact against the CPU references over a shape table (m = 1..8, odd and partial
+// row tiles, k at and off the 256-column k-block, one group and groups of 256 / 512, a single
+// k-block, more warps than k-blocks), and its own contract rules on the host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/product.h"
+#include "kernels/tern2_gemv.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductPath;
+using ::testing::HasSubstr;
+
+class Tern2Gemv : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+TEST_F(Tern2Gemv, MatchesTheReferenceOverTheShapeTable) {
+    struct Shape {
+        int64_t m, n, k, group;
+    };
+    const std::vector<Shape> shapes = {
+        {1, 1, 64, 64},       {1, 16, 256, 256},     {1, 17, 320, 320},    {2, 3, 64, 1000},
+        {3, 33, 2560, 2560},  {8, 130, 768, 768},    {5, 64, 4096, 256},   {1, 40, 2560, 512},
+        {7, 16, 4160, 4160},  {4, 257, 1024, 1 << 20}, {1, 2560, 2560, 2560}, {8, 100, 16384, 256},
+        {6, 9, 576, 256},
+    };
+    uint64_t seed = 100;
+    for (const Shape& s : shapes) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+        c.seed = ++seed;
+        c.per_tensor_scale = seed % 2 == 0;
+        c.bias = seed % 3 != 0;
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
+}
+
+TEST_F(Tern2Gemv, AutoDispatchPicksItForSmallM) {
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 1, c.n = 48, c.k = 512, c.group = 512;
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+}
+
+PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
+    PackedWeights w;
+    w.format = Format::kTern2;
+    w.a = a;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    EXPECT_EQ(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x, 8, 256), "");
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x, 9, 256), HasSubstr("m must be <= 8"));
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 100, codes), x, 1, 100),
+                HasSubstr("k must be a multiple of 64"));
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes + 1), x, 1, 256),
+                HasSubstr("16-byte aligned"));
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x + 4, 1, 256), HasSubstr("16-byte aligned"));
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 512, codes), x, 1, 64),
+                HasSubstr("multiple of 256"));
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256 * 65, codes), x, 1, 256),
+                HasSubstr("at most 64 scale groups"));
+
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        trit::kernels::tern2_gemv(tern2(4, 100, codes), x, 2, 100, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tern2_gemv (m=2, n=4, k=100, group=100): k must be a multiple of 64"));
+    }
+}
+
+TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    std::string why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 1, 4096, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 784, codes), x, 1, 784, &why), ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
+}
+
+}  // namespace

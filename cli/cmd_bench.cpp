@@ -1,12 +1,66 @@
-// `trit bench ...`: benchmarks. `train` measures training throughput of recipes against the first.
+// `trit bench ...`: benchmarks. `train` measures training throughput of recipes against the first;
+// `kernels` the packed-weight product kernels against cuBLAS on the GPU.
 #include <fstream>
 #include <iostream>
 
+#include "bench/kernels.h"
 #include "bench/train_throughput.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
 namespace trit::cli {
+namespace {
+
+// `bench kernels`: flags kept as typed; resolve_kernel_bench_args checks them before any GPU work.
+std::function<int()> add_bench_kernels(CLI::App* sub) {
+    auto a = std::make_shared<bench::KernelBenchArgs>();
+    auto csv = std::make_shared<std::string>();
+    CLI::App* k = sub->add_subcommand(
+        "kernels",
+        "Packed-weight product kernels against cuBLAS FP16 and INT8 on the same shapes (CUDA GPU)");
+    k->add_option(
+        "--shapes", a->shapes,
+        "Weight shapes NxK (out x in), comma-separated; default: BitNet-2B 2560x2560,6912x2560,"
+        "2560x6912, Llama-8B 4096x4096,14336x4096,4096x14336, BWTA 768x768,3072x768,768x3072");
+    k->add_option("--m", a->ms, "Rows of x (tokens), comma-separated; default 1,16,64,256,2048");
+    k->add_option(
+        "--formats", a->formats,
+        "Packed formats, comma-separated (tern2, tern24, bin1, bt1..bt4); default tern2,tern24,bt2 "
+        "with bt2 at m <= 8 only (its fast kernel is a gemv)");
+    k->add_option("--paths", a->paths,
+                  "Product paths, comma-separated: auto, gemv, gemm, generic; default auto");
+    k->add_option("--reps", a->reps,
+                  "Timed samples per case (at most; a case stops after ~1 s of GPU time)")
+        ->capture_default_str();
+    k->add_option("--warmup", a->warmup, "Untimed calls per case before timing")
+        ->capture_default_str();
+    k->add_flag("--quick", a->quick,
+                "Short run: 20 samples, 3 warm-up calls, m = 1,64,2048 (unless given)");
+    k->add_option("--csv", *csv, "Also write the rows as CSV to this file");
+    k->footer(
+        "Method: docs/BENCHMARKS.md. Examples:\n"
+        "  trit bench kernels --quick --csv bench-kernels.csv\n"
+        "  trit bench kernels --shapes 4096x4096 --m 1,16 --formats tern2 --paths auto,gemv");
+    return [a, csv, k]() {
+        a->reps_given = k->count("--reps") > 0;
+        a->warmup_given = k->count("--warmup") > 0;
+        const bench::KernelBenchOptions o = bench::resolve_kernel_bench_args(*a);
+        std::ofstream out;
+        if (!csv->empty()) {  // opened first: a long run must not fail at its end for a bad path
+            out.open(*csv);
+            TRIT_CHECK(out.good(), "--csv '", *csv, "': cannot write the file");
+        }
+        const bench::KernelBenchReport report = bench::run_kernel_bench(o, std::cout);
+        if (!csv->empty()) {
+            out << bench::kernel_csv(report);
+            TRIT_CHECK(out.good(), "--csv '", *csv, "': writing failed");
+            std::cout << "wrote " << *csv << "\n";
+        }
+        return 0;
+    };
+}
+
+}  // namespace
 
 Command add_bench(CLI::App& app) {
     auto o = std::make_shared<bench::ThroughputOptions>();
@@ -25,7 +79,9 @@ Command add_bench(CLI::App& app) {
     train->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
     train->add_option("--csv", *csv, "Also write the results as CSV to this file");
     train->footer("Example:\n  trit bench train --steps 300 --repeats 5 --csv bench-train.csv");
-    return {sub, [o, csv]() {
+    std::function<int()> run_kernels = add_bench_kernels(sub);
+    return {sub, [o, csv, train, run_kernels]() {
+        if (!train->parsed()) return run_kernels();
         auto results = bench::bench_train_throughput(*o);
         std::cout << bench::throughput_table(results);
         if (!csv->empty()) {

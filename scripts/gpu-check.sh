@@ -108,7 +108,7 @@ if last_ok; then
             "$BUILD_DIR/runs/ternary-cuda"
         run_step bench-train "$BUILD_DIR/cli/trit" bench train --device cuda \
             --set "data.path=$FMNIST" --csv "$LOG_DIR/bench-train-cuda.csv"
-    else
+    elif wanted train-cuda; then
         skip_step train-cuda "no Fashion-MNIST at $FMNIST"
     fi
 else

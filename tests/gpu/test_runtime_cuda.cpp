@@ -27,6 +27,7 @@ trit::exporters::PackedModel exported(const std::string& recipe_yaml, const std:
     const trit::Recipe recipe = trit::parse_recipe(recipe_yaml, "test recipe");
     torch::manual_seed(7);
     auto model = trit::make_model(recipe.model);
+    trit::quantizers::apply_quantization(*model, model->output_layer(), recipe.quantization);
     trit::exporters::ExportOptions o;
     o.format = trit::exporters::parse_format(format);
     o.layers = trit::quantizers::selected_layers(*model, model->output_layer(), recipe.quantization);

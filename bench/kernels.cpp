@@ -1,0 +1,410 @@
+// `trit bench kernels` on the GPU (method and columns: kernels.h). Host code only: the CUDA
+// runtime, cuBLAS and the kernels' launchers; built only where TRIT_HAVE_CUDA.
+#include "bench/kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <set>
+
+#include "bench/gpu_timing.h"
+#include "core/error.h"
+#include "exporters/format_table.h"
+#include "exporters/half.h"
+#include "kernels/act_int8.h"
+#include "kernels/cuda_check.h"
+#include "kernels/product.h"
+
+namespace trit::bench {
+namespace {
+
+namespace kn = trit::kernels;
+namespace ex = trit::exporters;
+using namespace trit::bench::gpu;  // NOLINT: this file's own helpers, split out for size
+
+constexpr int64_t kBtGroup = 64;  // bt's scale group along k (the container's default)
+
+// splitmix64: fast enough to fill a few hundred MB of random weights per shape.
+class Rng {
+  public:
+    explicit Rng(uint64_t seed) : s_(seed) {}
+    uint64_t next() {
+        uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+    float uniform(float lo, float hi) {
+        return lo + (hi - lo) * static_cast<float>(next() >> 40) * 0x1p-24f;
+    }
+
+  private:
+    uint64_t s_;
+};
+
+// Random valid codes of a format: tern2 {-1, 0, 1}; tern24 two +-1 per group of 4 (2:4 pruned;
+// a partial last group keeps those of its columns < k); bin1 +-1; bt<d> uniform in [-L, L].
+std::vector<int8_t> random_codes(ex::FormatId f, int64_t n, int64_t k, Rng& rng) {
+    std::vector<int8_t> codes(static_cast<size_t>(n * k), 0);
+    const int64_t levels = ex::format_max_code(f);
+    for (int64_t j = 0; j < n; ++j) {
+        int8_t* row = codes.data() + j * k;
+        if (f.kind == ex::WeightFormat::kTern24) {
+            for (int64_t c0 = 0; c0 < k; c0 += 4) {
+                const int64_t p = rng.below(4),
+                              q = (p + 1 + rng.below(3)) % 4;  // two distinct slots
+                for (int64_t s : {p, q})
+                    if (c0 + s < k) row[c0 + s] = rng.below(2) ? 1 : -1;
+            }
+        } else if (f.kind == ex::WeightFormat::kBin1) {
+            for (int64_t c = 0; c < k; ++c)
+                row[c] = rng.below(2) ? 1 : -1;
+        } else {
+            for (int64_t c = 0; c < k; ++c)
+                row[c] = static_cast<int8_t>(rng.below(2 * levels + 1) - levels);
+        }
+    }
+    return codes;
+}
+
+// One format's packed weights for one shape, with per-channel (bt: per group of 64) scales, as the
+// runtime stores them: [a | b | w_scale] in one ring element.
+struct PackedSet {
+    ex::FormatId id;
+    kn::Format format = kn::Format::kTern2;
+    int64_t n = 0, k = 0, group = 0, groups = 0;
+    int64_t off_b = -1, off_scale = 0;
+    double weight_bytes = 0, scale_bytes = 0;
+    Ring ring;
+    kn::PackedWeights weights(int64_t copy) const {
+        kn::PackedWeights w;
+        w.format = format;
+        w.depth = static_cast<int>(id.depth);
+        w.a = ring.at(copy);
+        w.b = off_b >= 0 ? ring.at(copy) + off_b : nullptr;
+        w.n = n, w.k = k;
+        return w;
+    }
+    const float* w_scale(int64_t copy) const {
+        return reinterpret_cast<const float*>(ring.at(copy) + off_scale);
+    }
+};
+
+kn::Format kernel_format(ex::WeightFormat f) {
+    switch (f) {
+        case ex::WeightFormat::kTern2:
+            return kn::Format::kTern2;
+        case ex::WeightFormat::kTern24:
+            return kn::Format::kTern24;
+        case ex::WeightFormat::kBin1:
+            return kn::Format::kBin1;
+        case ex::WeightFormat::kBt:
+            return kn::Format::kBt;
+        case ex::WeightFormat::kFloat:
+            break;
+    }
+    TRIT_FAIL("bench kernels: float is not a packed format");
+}
+
+PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t l2, Rng& rng) {
+    PackedSet s;
+    s.id = id;
+    s.format = kernel_format(id.kind);
+    s.n = n, s.k = k;
+    s.group = id.kind == ex::WeightFormat::kBt ? std::min(kBtGroup, k) : k;
+    s.groups = ceil_div(k, s.group);
+    const ex::Arrays arrays = ex::pack_codes(id, random_codes(id, n, k, rng).data(), n, k);
+    std::vector<float> scales(static_cast<size_t>(n * s.groups));
+    for (float& v : scales)
+        v = rng.uniform(0.005f, 0.02f);
+    std::vector<uint8_t> image;
+    for (size_t i = 0; i < arrays.size(); ++i) {
+        const int64_t off = append(image, arrays[i].data(), arrays[i].size());
+        if (i == 1) s.off_b = off;
+        s.weight_bytes += static_cast<double>(arrays[i].size());
+    }
+    s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
+    s.scale_bytes = static_cast<double>(scales.size() * sizeof(float));
+    s.ring = make_ring(image, l2);
+    return s;
+}
+
+// Times `call` into `row`; a trit::Error from its first call becomes the row's note. A sticky CUDA
+// error (a faulting kernel) is not a row's business: the synchronize after the catch rethrows it.
+void time_row(Gpu& gpu, KernelRow& row, int64_t copies, const std::function<void(int64_t)>& call) {
+    row.copies = copies;
+    try {
+        const Timed t = gpu.time(call);
+        row.samples = t.samples, row.batch = t.batch;
+        row.median_us = t.median, row.min_us = t.min, row.p10_us = t.p10, row.p90_us = t.p90;
+    } catch (const Error& e) {
+        row.note = e.what();
+        TRIT_CUDA_CHECK(cudaStreamSynchronize(gpu.stream()));
+    }
+}
+
+kn::ProductPath product_path(const std::string& name) {
+    if (name == "gemv") return kn::ProductPath::kGemv;
+    if (name == "gemm") return kn::ProductPath::kGemm;
+    if (name == "generic") return kn::ProductPath::kGeneric;
+    return kn::ProductPath::kAuto;
+}
+
+// Per (shape, m): the inputs every case of that m shares. x is not rotated: the weights are the
+// stream that matters at small m, and at large m x is read many times per call anyway.
+struct MInputs {
+    std::unique_ptr<DeviceMem> x_i8, x_f16, x_scale, y_f32, y_f16, y_i32, q, q_scale;
+};
+
+// Runs every case of one shape; appends rows to `rep` and prints them.
+class ShapeBench {
+  public:
+    ShapeBench(Gpu& gpu, const KernelBenchOptions& o, const KernelShape& s, KernelBenchReport& rep,
+               std::set<std::pair<int64_t, int64_t>>& act_done, std::ostream& out)
+        : gpu_(gpu),
+          o_(o),
+          s_(s),
+          rep_(rep),
+          act_done_(act_done),
+          out_(out),
+          rng_(0x7124 + s.n * 131 + s.k) {}
+
+    void run() {
+        const int64_t n = s_.n, k = s_.k;
+        std::vector<uint16_t> w16(static_cast<size_t>(n * k));
+        for (uint16_t& v : w16)
+            v = f32_to_f16_bits(rng_.uniform(-1.0f, 1.0f));
+        w_f16_ = make_ring(as_bytes(w16), gpu_.l2());
+        std::vector<int8_t> w8(static_cast<size_t>(n * k));
+        for (int8_t& v : w8)
+            v = static_cast<int8_t>(rng_.below(255) - 127);
+        w_i8_ = make_ring(as_bytes(w8), gpu_.l2());
+        // Extension points. A packed format is one PackedSet and runs through product() with
+        // every path of --paths (bin1 already does with --formats bin1; to bench it by default,
+        // add it to the default list in resolve_kernel_bench_args). Another kind of kernel
+        // (cuSPARSELt, a fused layer) is one more case in run_m: its setup, a KernelRow with the
+        // bytes it moves, and time_row(gpu_, row, copies, call) with call(i) enqueuing one call
+        // on gpu_.stream() using rotation copy i.
+        for (const KernelFormat& f : o_.formats)
+            if (std::any_of(o_.ms.begin(), o_.ms.end(), [&](int64_t m) { return m <= f.max_m; }))
+                sets_.emplace_back(
+                    f, make_packed_set(ex::parse_format(f.name), n, k, gpu_.l2(), rng_));
+        for (int64_t m : o_.ms)
+            run_m(m);
+    }
+
+  private:
+    KernelRow row(const char* kernel, const std::string& format, const std::string& path,
+                  int64_t m) const {
+        KernelRow r;
+        r.model = s_.model, r.kernel = kernel, r.format = format, r.path = path;
+        r.m = m, r.n = s_.n, r.k = s_.k;
+        r.ops =
+            2.0 * static_cast<double>(m) * static_cast<double>(s_.n) * static_cast<double>(s_.k);
+        return r;
+    }
+    void emit(KernelRow r, double t_fp16, double t_int8) {
+        if (r.samples > 0) {
+            r.vs_fp16 = t_fp16 > 0 ? t_fp16 / r.median_us : 0;
+            r.vs_int8 = t_int8 > 0 ? t_int8 / r.median_us : 0;
+        }
+        finish_row(r, rep_.copy_gbps);
+        out_ << kernel_table_line(r) << std::flush;
+        rep_.rows.push_back(std::move(r));
+    }
+
+    void run_m(int64_t m) {
+        const int64_t n = s_.n, k = s_.k;
+        const double dm = static_cast<double>(m), dn = static_cast<double>(n),
+                     dk = static_cast<double>(k);
+        MInputs in;
+        std::vector<int8_t> x8(static_cast<size_t>(m * k));
+        for (int8_t& v : x8)
+            v = static_cast<int8_t>(rng_.below(255) - 127);
+        std::vector<uint16_t> x16(static_cast<size_t>(m * k));
+        for (uint16_t& v : x16)
+            v = f32_to_f16_bits(rng_.uniform(-1.0f, 1.0f));
+        std::vector<float> xs(static_cast<size_t>(m));
+        for (float& v : xs)
+            v = rng_.uniform(0.005f, 0.02f);
+        in.x_i8 = upload(x8), in.x_f16 = upload(x16), in.x_scale = upload(xs);
+        in.y_f32 = std::make_unique<DeviceMem>(static_cast<size_t>(m * n) * 4);
+        in.y_f16 = std::make_unique<DeviceMem>(static_cast<size_t>(m * n) * 2);
+        in.y_i32 = std::make_unique<DeviceMem>(static_cast<size_t>(m * n) * 4);
+        const cudaStream_t stream = gpu_.stream();
+        cublasHandle_t h = gpu_.cublas();
+
+        // cuBLAS, row-major y (m, n) = x (m, k) W^T: column-major y^T = W^T x^T, the TN layout
+        // (A = W with lda = k transposed, B = x with ldb = k), the one cuBLAS INT8 takes.
+        KernelRow f16 = row("cublas_fp16", "fp16", "-", m);
+        f16.bytes = 2 * (dn * dk + dm * dk + dm * dn);
+        time_row(gpu_, f16, w_f16_.count, [&](int64_t i) {
+            const float alpha = 1, beta = 0;
+            cublas_check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
+                                      w_f16_.at(i), CUDA_R_16F, int(k), in.x_f16->as<void>(),
+                                      CUDA_R_16F, int(k), &beta, in.y_f16->as<void>(), CUDA_R_16F,
+                                      int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         "GemmEx FP16");
+        });
+        const double t16 = f16.median_us;
+        emit(f16, t16, 0);
+
+        KernelRow i8 = row("cublas_int8", "int8", "-", m);
+        i8.bytes = dn * dk + dm * dk + 4 * dm * dn;
+        if (k % 4 != 0) {
+            i8.note = "skipped: cuBLAS INT8 needs k % 4 == 0";
+        } else {
+            time_row(gpu_, i8, w_i8_.count, [&](int64_t i) {
+                const int32_t alpha = 1, beta = 0;
+                cublas_check(
+                    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
+                                 w_i8_.at(i), CUDA_R_8I, int(k), in.x_i8->as<void>(), CUDA_R_8I,
+                                 int(k), &beta, in.y_i32->as<void>(), CUDA_R_32I, int(n),
+                                 CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+                    "GemmEx INT8");
+            });
+        }
+        const double t8 = i8.median_us;
+        emit(i8, t16, t8);
+
+        for (const auto& [f, set] : sets_) {
+            if (m > f.max_m) continue;
+            for (const std::string& p : o_.paths)
+                emit(product_row(set, p, m, in, false), t16, t8);
+        }
+
+        // The int8 activation quantizer on float input in [-1, 1] (rotated like weights: in a layer
+        // it follows other work), once per (m, k) over all shapes.
+        const bool act_row = act_done_.insert({m, k}).second;
+        if (m != 1 && !act_row) return;
+        in.q = std::make_unique<DeviceMem>(static_cast<size_t>(m * k));
+        in.q_scale = std::make_unique<DeviceMem>(static_cast<size_t>(m) * 4);
+        std::vector<float> xf(static_cast<size_t>(m * k));
+        for (float& v : xf)
+            v = rng_.uniform(-1.0f, 1.0f);
+        x_f32_ = make_ring(as_bytes(xf), gpu_.l2());
+        if (m == 1) {  // what a decode-step layer costs: quantize x, then the product
+            for (const auto& [f, set] : sets_)
+                for (const std::string& p : o_.paths)
+                    emit(product_row(set, p, m, in, true), t16, t8);
+        }
+        if (act_row) {
+            KernelRow a = row("act_int8", "-", "-", m);
+            a.model.clear();
+            a.n = 0, a.ops = 0;
+            a.bytes = 4 * dm * dk + dm * dk + 4 * dm;
+            time_row(gpu_, a, x_f32_.count, [&](int64_t i) {
+                kn::act_int8_quantize(reinterpret_cast<const float*>(x_f32_.at(i)), m, k,
+                                      in.q->as<int8_t>(), in.q_scale->as<float>(), stream);
+            });
+            emit(a, 0, 0);
+        }
+    }
+
+    // The product as the runtime calls it: int8 x, fused epilogue into float y with per-channel
+    // (bt: per group) weight scales and per-row x scales; `with_act` quantizes float x first.
+    KernelRow product_row(const PackedSet& w, const std::string& path_arg, int64_t m,
+                          const MInputs& in, bool with_act) {
+        const kn::ProductPath path = product_path(path_arg);
+        const int8_t* x = with_act ? in.q->as<int8_t>() : in.x_i8->as<int8_t>();
+        const float* x_scale = with_act ? in.q_scale->as<float>() : in.x_scale->as<float>();
+        std::string why;
+        const kn::ProductPath taken = path == kn::ProductPath::kAuto
+                                          ? kn::choose_path(w.weights(0), x, m, w.group, &why)
+                                          : path;
+        KernelRow r =
+            row(with_act ? "act_int8+product" : "product", w.id.name(), kn::path_name(taken), m);
+        const double dm = static_cast<double>(m), dn = static_cast<double>(w.n),
+                     dk = static_cast<double>(w.k);
+        r.bytes = w.weight_bytes + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
+        if (with_act)
+            r.bytes +=
+                4 * dm * dk + dm * dk + 4 * dm;  // the quantizer reads float x, writes q, scales
+        if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths
+        const cudaStream_t stream = gpu_.stream();
+        time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
+            if (with_act)
+                kn::act_int8_quantize(reinterpret_cast<const float*>(x_f32_.at(i)), m, w.k,
+                                      in.q->as<int8_t>(), in.q_scale->as<float>(), stream);
+            kn::ProductOut out;
+            out.y = in.y_f32->as<float>();
+            out.w_scale = w.w_scale(i);
+            out.w_scale_rows = w.n;
+            out.x_scale = x_scale;
+            out.x_scale_rows = m;
+            kn::product(w.weights(i), x, m, w.group, out, stream, path);
+        });
+        // Auto falling back to generic is worth saying why (a fast kernel's contract declined).
+        if (r.note.empty() && taken == kn::ProductPath::kGeneric &&
+            why.find("declined") != std::string::npos)
+            r.note = why;
+        return r;
+    }
+
+    Gpu& gpu_;
+    const KernelBenchOptions& o_;
+    const KernelShape& s_;
+    KernelBenchReport& rep_;
+    std::set<std::pair<int64_t, int64_t>>& act_done_;
+    std::ostream& out_;
+    Rng rng_;
+    Ring w_f16_, w_i8_, x_f32_;
+    std::vector<std::pair<KernelFormat, PackedSet>> sets_;
+};
+
+}  // namespace
+
+KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& out) {
+    require_gpu();
+    Gpu gpu(o);
+    KernelBenchReport rep;
+    rep.device = device_line(gpu.cublas());
+    rep.date = utc_now();
+    out << "device: " << rep.device << "\ndate:   " << rep.date
+        << "\nmethod: per case one checked call, up to " << o.warmup
+        << " warm-up calls, then up to " << o.reps << " samples (" << o.budget_s
+        << " s of GPU time per case, at least " << kMinSamples
+        << "); a sample is gated CUDA events "
+        << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
+        << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
+        << "call; path* = forced by --paths\n"
+        << std::flush;
+
+    // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.
+    const int64_t copy_bytes =
+        std::max<int64_t>(int64_t{256} << 20, ceil_div(4 * gpu.l2(), 1 << 20) << 20);
+    {
+        DeviceMem src(static_cast<size_t>(copy_bytes)), dst(static_cast<size_t>(copy_bytes));
+        TRIT_CUDA_CHECK(cudaMemset(src.as<void>(), 1, static_cast<size_t>(copy_bytes)));
+        KernelRow c;
+        c.kernel = "copy", c.format = "-", c.path = "-";
+        c.bytes = 2.0 * static_cast<double>(copy_bytes);
+        time_row(gpu, c, 1, [&](int64_t) {
+            TRIT_CUDA_CHECK(cudaMemcpyAsync(dst.as<void>(), src.as<void>(),
+                                            static_cast<size_t>(copy_bytes),
+                                            cudaMemcpyDeviceToDevice, gpu.stream()));
+        });
+        TRIT_CHECK(c.samples > 0,
+                   "bench kernels: the copy bandwidth could not be measured: ", c.note);
+        finish_row(c, 0);
+        rep.copy_gbps = c.gbps;
+        c.pct_copy = 100;
+        c.note = detail::concat("cudaMemcpyAsync D2D of ", copy_bytes >> 20,
+                                " MiB, read + write counted");
+        out << "copy:   " << c.gbps << " GB/s (median of " << c.samples << "; " << c.note << ")\n\n"
+            << kernel_table_header() << std::flush;
+        rep.rows.push_back(c);
+    }
+
+    std::set<std::pair<int64_t, int64_t>> act_done;
+    for (const KernelShape& s : o.shapes)
+        ShapeBench(gpu, o, s, rep, act_done, out).run();
+    return rep;
+}
+
+}  // namespace trit::bench

@@ -1,0 +1,103 @@
+// Kernel benchmark (`trit bench kernels`): the packed-weight products (kernels/product.h) against
+// cuBLAS FP16 and INT8 on the same (m, n, k), next to the device-to-device copy bandwidth measured
+// in the same run, plus the int8 activation quantizer alone and fused with a product at m = 1.
+//
+// Method (docs/BENCHMARKS.md): per case one checked call, then warm-up, then samples timed with
+// CUDA events. Each sample holds the stream behind a host-function gate until the host has enqueued
+// the whole sample (start event, B calls, stop event), so the events time the GPU's work only,
+// never the host's launch latency; a sample's time per call is its elapsed time / B, and B grows
+// for calls shorter than ~50 µs so the events' ~0.5 µs resolution does not dominate. Weights (and
+// their scales) cycle through ceil(2 * L2 / bytes) + 1 copies, one copy per call, so they come
+// from DRAM. Reported: median, min, p10 and p90 of the per-call times.
+//
+// This header and kernels_options.cpp (parsing, table, CSV) build everywhere; the measurement
+// (kernels.cpp, gpu_timing.h/.cpp) only where TRIT_HAVE_CUDA, so the CLI and tests can parse
+// without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace trit::bench {
+
+// An (n, k) = (out, in) weight shape and the model it comes from ("" for a user's own shape).
+struct KernelShape {
+    int64_t n = 0, k = 0;
+    std::string model;
+};
+
+// A packed format to bench and the largest m it runs at (bt's only fast kernel is a gemv: larger m
+// would time the generic fallback, a correctness baseline, so the default list stops bt2 at 8).
+struct KernelFormat {
+    std::string name;  // exporters::parse_format name: tern2, tern24, bin1, bt1..bt4
+    int64_t max_m = INT64_MAX;
+};
+
+// The flags as typed (strings: every list is parsed and checked by resolve_kernel_bench_args).
+struct KernelBenchArgs {
+    std::string shapes, ms, formats, paths;  // "" = default
+    int64_t reps = 100, warmup = 10;
+    bool reps_given = false, warmup_given = false;
+    bool quick = false;
+};
+
+struct KernelBenchOptions {
+    std::vector<KernelShape> shapes;
+    std::vector<int64_t> ms;
+    std::vector<KernelFormat> formats;
+    std::vector<std::string> paths;  // auto, gemv, gemm, generic
+    int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
+    int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
+    double budget_s = 1.0;  // timed GPU seconds per case, at least 5 samples
+};
+
+// The defaults: BitNet-2B, Llama-8B and BWTA projection shapes; m = 1, 16, 64, 256, 2048; tern2,
+// tern24, bt2 (m <= 8); path auto.
+std::vector<KernelShape> default_kernel_shapes();
+
+// Parsers of one flag each; errors name the flag and say what was expected and what was given.
+std::vector<KernelShape> parse_shapes(const std::string& text);        // "NxK,NxK"
+std::vector<int64_t> parse_m_list(const std::string& text);            // "1,16,64"
+std::vector<KernelFormat> parse_format_list(const std::string& text);  // "tern2,bt2"
+std::vector<std::string> parse_path_list(const std::string& text);     // "auto,gemv"
+// Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,2048, 0.25 s per
+// case, each unless given), every value checked.
+KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& args);
+
+struct KernelRow {
+    std::string model;   // shape's model, "" for act_int8 and user shapes
+    std::string kernel;  // product, cublas_fp16, cublas_int8, act_int8, act_int8+product, copy
+    std::string format;  // tern2, tern24, bt2, fp16, int8, -
+    std::string path;    // path taken (auto: choose_path's), "gemv*" when forced by --paths, or -
+    int64_t m = 0, n = 0, k = 0;
+    int64_t samples = 0, batch = 0;  // timed samples, calls per sample; 0 when not timed
+    int64_t copies = 0;              // rotation copies of the weights (act_int8: of x)
+    double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
+    double bytes = 0;  // bytes one call moves: weights (+ scales) + x (+ scales) + y
+    double ops = 0;    // 2 * m * n * k, 0 where not a product
+    double gbps = 0, pct_copy = 0, tops = 0;
+    double vs_fp16 = 0, vs_int8 = 0;  // cuBLAS time / this time; 0 when not measured
+    std::string note;  // why not timed (a kernel's contract, cuBLAS refusal), or empty
+};
+
+struct KernelBenchReport {
+    std::string device;  // one line: name, SMs, clocks, L2, versions
+    std::string date;    // UTC, ISO 8601
+    double copy_gbps = 0;
+    std::vector<KernelRow> rows;
+};
+
+// Fills the derived columns (GB/s, % copy, TOP/s) of a timed row.
+void finish_row(KernelRow& row, double copy_gbps);
+// Fixed-width table: header line, and one line per row (so rows can be printed as they come).
+std::string kernel_table_header();
+std::string kernel_table_line(const KernelRow& row);
+std::string kernel_csv(const KernelBenchReport& report);
+
+// Runs the benchmark on GPU 0, printing the device, the copy bandwidth and each row to `out` as it
+// is measured. Throws trit::Error when there is no GPU or trit was built without CUDA.
+KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, std::ostream& out);
+
+}  // namespace trit::bench

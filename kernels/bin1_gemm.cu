@@ -1,0 +1,475 @@
+// The b1 tensor-core GEMMs of kernels/bin1_gemm.h. One CTA per BM x BN output tile; k advances in
+// 256-bit blocks (one m16n8k256 per fragment pair), STAGES-deep cp.async pipeline into shared
+// memory, ldmatrix.x4 to fragments, several m16 x n8 mma tiles per warp, popcount algebra and
+// the optional float epilogue in registers. No LibTorch here.
+//
+// Shared memory per stage: the A planes (pa, BM rows, 32 bytes) then the B planes (pb, BN, 32 B).
+// A row's two 16-byte halves swap places on rows 4..7 of every 8 (chunk ^= (row >> 2) & 1), so
+// the 8 row addresses of one ldmatrix 8x8 matrix hit 8 distinct 16-byte bank groups.
+#include "kernels/bin1_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "core/error.h"
+#include "exporters/formats/tbits.h"
+#include "kernels/cuda_check.h"
+#include "kernels/epilogue.cuh"
+
+namespace trit::kernels {
+namespace {
+
+namespace f = trit::formats;
+
+constexpr int kWarp = 32;
+constexpr int kRowBytes = f::kTbitsBlockBits / 8;  // one 256-bit block of one row: 32 bytes
+
+template <Bin1GemmCase C>
+struct CaseTraits {
+    static constexpr int kPlanesA = C == Bin1GemmCase::kBoolTern ? 1 : 2;
+    static constexpr int kPlanesB = C == Bin1GemmCase::kBinTern ? 1 : 2;
+    static constexpr int kAccSets = C == Bin1GemmCase::kTernTern ? 2 : 1;
+};
+
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_>
+struct TileCfg {
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+    static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+    static constexpr int kThreads = kWarpsM * kWarpsN * kWarp;
+    static constexpr int MT = WM / 16, NT = WN / 8;  // mma tiles per warp
+    static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0,
+                  "warp tiles are whole m16 tiles and pairs of n8 tiles (one ldmatrix.x4)");
+    static_assert(STAGES >= 2);
+};
+
+using TinyCfg = TileCfg<16, 64, 16, 16, 4>;
+using SmallCfg = TileCfg<32, 32, 16, 16, 4>;
+using MediumCfg = TileCfg<64, 64, 32, 32, 4>;
+using LargeCfg = TileCfg<128, 128, 64, 32, 4>;
+using LargeTernCfg = TileCfg<128, 64, 32, 32, 4>;  // two accumulator sets: a smaller warp tile
+
+template <Bin1GemmCase C, class T>
+constexpr int smem_bytes() {
+    return T::STAGES * (CaseTraits<C>::kPlanesA * T::BM + CaseTraits<C>::kPlanesB * T::BN) *
+           kRowBytes;
+}
+
+// ---- PTX wrappers ------------------------------------------------------------------------------
+
+// 16-byte async copy; src_bytes 0 zero-fills the destination without reading src.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// d += popc(a & b) over k = 256 for a 16 x 8 tile. Fragments (lane = 4 g + t): a0 row g words t,
+// a1 row g + 8 word t, a2 row g word t + 4, a3 row g + 8 word t + 4; b0 column g word t, b1
+// column g word t + 4; d0, d1 row g columns 2t, 2t + 1; d2, d3 row g + 8.
+__device__ __forceinline__ void mma_and_popc(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)d, (void)a, (void)b0, (void)b1;
+    __trap();  // the host refuses devices below sm_80 before launching
+#endif
+}
+
+// Byte offset of (row, 16-byte chunk) inside one plane of one stage (the swizzle above).
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+    return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ ((row >> 2) & 1)) << 4));
+}
+
+// ---- the kernel --------------------------------------------------------------------------------
+
+template <Bin1GemmCase C, class T>
+__global__ void __launch_bounds__(T::kThreads)
+    bin1_gemm_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
+                     int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out) {
+    using Tr = CaseTraits<C>;
+    constexpr int PA = Tr::kPlanesA, PB = Tr::kPlanesB, MT = T::MT, NT = T::NT;
+    constexpr int kStageBytes = (PA * T::BM + PB * T::BN) * kRowBytes;
+    constexpr int kBOffset = PA * T::BM * kRowBytes;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+    const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+    const int wm = warp % T::kWarpsM, wn = warp / T::kWarpsM;
+    const int64_t tile = blockIdx.x;
+    const int64_t m0 = (tile % tiles_m) * T::BM, n0 = (tile / tiles_m) * T::BN;
+    const int64_t rw = kblocks * f::kTbitsBlockWords;
+
+    // Issue the copies of k-block kb into stage s; rows past m / n are zero-filled.
+    auto load_stage = [&](int s, int64_t kb) {
+        const uint32_t stage = smem_base + s * kStageBytes;
+        constexpr int kChunksA = PA * T::BM * 2, kChunksB = PB * T::BN * 2;
+#pragma unroll
+        for (int it = 0; it < (kChunksA + T::kThreads - 1) / T::kThreads; ++it) {
+            const int idx = tid + it * T::kThreads;
+            if (kChunksA % T::kThreads != 0 && idx >= kChunksA) break;
+            const int p = idx / (T::BM * 2), r = (idx / 2) % T::BM, c = idx % 2;
+            const bool ok = m0 + r < m;
+            const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
+            cp_async_16(stage + p * T::BM * kRowBytes + swizzled(r, c), src, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int it = 0; it < (kChunksB + T::kThreads - 1) / T::kThreads; ++it) {
+            const int idx = tid + it * T::kThreads;
+            if (kChunksB % T::kThreads != 0 && idx >= kChunksB) break;
+            const int p = idx / (T::BN * 2), r = (idx / 2) % T::BN, c = idx % 2;
+            const bool ok = n0 + r < n;
+            const uint32_t* src = b + p * n * rw + (ok ? (n0 + r) * rw + kb * 8 + c * 4 : 0);
+            cp_async_16(stage + kBOffset + p * T::BN * kRowBytes + swizzled(r, c), src,
+                        ok ? 16 : 0);
+        }
+    };
+
+    int acc[Tr::kAccSets][MT][NT][4];
+#pragma unroll
+    for (int s = 0; s < Tr::kAccSets; ++s)
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    acc[s][i][j][e] = 0;
+    int row_pop[MT][2] = {};  // this lane's share of popc(Z) (or popc(A)) of rows g, g + 8
+
+    // ldmatrix lane roles: A matrices (rows 0-7 | 8-15) x (chunk 0 | 1) -> a0..a3; B matrices
+    // (chunk 0 | 1) x (n rows 0-7 | 8-15) -> b0, b1 of tile j, then of tile j + 1.
+    const int q = lane / 8, lr = lane % 8;
+    const int a_row = wm * T::WM + lr + (q & 1) * 8, a_chunk = q >> 1;
+    const int b_row = wn * T::WN + lr + (q >> 1) * 8, b_chunk = q & 1;
+
+#pragma unroll
+    for (int s = 0; s < T::STAGES - 1; ++s) {
+        if (s < kblocks) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+        cp_async_wait<T::STAGES - 2>();
+        __syncthreads();  // stage kb landed for every thread; stage kb - 1 is free to refill
+        const int64_t next = kb + T::STAGES - 1;
+        if (next < kblocks) load_stage(static_cast<int>(next % T::STAGES), next);
+        cp_async_commit();
+
+        const uint32_t stage = smem_base + static_cast<int>(kb % T::STAGES) * kStageBytes;
+        uint32_t fa[PA][MT][4];
+        uint32_t fb[PB][NT][2];
+#pragma unroll
+        for (int p = 0; p < PA; ++p)
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+                ldmatrix_x4(fa[p][i],
+                            stage + p * T::BM * kRowBytes + swizzled(a_row + i * 16, a_chunk));
+#pragma unroll
+        for (int p = 0; p < PB; ++p) {
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                uint32_t r[4];
+                ldmatrix_x4(
+                    r, stage + kBOffset + p * T::BN * kRowBytes + swizzled(b_row + j * 8, b_chunk));
+                fb[p][j][0] = r[0], fb[p][j][1] = r[1], fb[p][j + 1][0] = r[2],
+                fb[p][j + 1][1] = r[3];
+            }
+        }
+
+        if constexpr (C == Bin1GemmCase::kBinTern) {
+            // acc += and(P, W) + and(N, ~W); rows: popc(P | N).
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                row_pop[i][0] +=
+                    __popc(fa[0][i][0] | fa[1][i][0]) + __popc(fa[0][i][2] | fa[1][i][2]);
+                row_pop[i][1] +=
+                    __popc(fa[0][i][1] | fa[1][i][1]) + __popc(fa[0][i][3] | fa[1][i][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint32_t nw0 = ~fb[0][j][0], nw1 = ~fb[0][j][1];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
+                    mma_and_popc(acc[0][i][j], fa[1][i], nw0, nw1);
+                }
+            }
+        } else if constexpr (C == Bin1GemmCase::kBoolTern) {
+            // acc += and(A, Pv) + and(A, ~Nv); rows: popc(A).
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                row_pop[i][0] += __popc(fa[0][i][0]) + __popc(fa[0][i][2]);
+                row_pop[i][1] += __popc(fa[0][i][1]) + __popc(fa[0][i][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint32_t nn0 = ~fb[1][j][0], nn1 = ~fb[1][j][1];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
+                    mma_and_popc(acc[0][i][j], fa[0][i], nn0, nn1);
+                }
+            }
+        } else {
+            // acc0 += and(Zq, Zk); acc1 += and(Pq, Nk) + and(Nq, Pk).
+            uint32_t za[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    za[i][e] = fa[0][i][e] | fa[1][i][e];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint32_t zb0 = fb[0][j][0] | fb[1][j][0], zb1 = fb[0][j][1] | fb[1][j][1];
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_and_popc(acc[0][i][j], za[i], zb0, zb1);
+                    mma_and_popc(acc[1][i][j], fa[0][i], fb[1][j][0], fb[1][j][1]);
+                    mma_and_popc(acc[1][i][j], fa[1][i], fb[0][j][0], fb[0][j][1]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // nothing useful is in flight, but leave no copy behind the exit
+
+    // The 4 lanes of a quad hold words t and t + 4 of the same rows: sum them.
+    if constexpr (C != Bin1GemmCase::kTernTern) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                row_pop[i][h] += __shfl_xor_sync(0xffffffffu, row_pop[i][h], 1);
+                row_pop[i][h] += __shfl_xor_sync(0xffffffffu, row_pop[i][h], 2);
+            }
+    }
+
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t row = m0 + wm * T::WM + i * 16 + g + h * 8;
+            if (row >= m) continue;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t + e;
+                    if (col >= n) continue;
+                    int v;
+                    if constexpr (C == Bin1GemmCase::kBinTern) {
+                        v = 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
+                    } else if constexpr (C == Bin1GemmCase::kBoolTern) {
+                        v = acc[0][i][j][2 * h + e] - row_pop[i][h];
+                    } else {
+                        v = acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
+                    }
+                    detail::store_output(out, n, /*groups=*/1, row, col,
+                                         [v](int64_t) { return static_cast<int32_t>(v); });
+                }
+            }
+        }
+    }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+bool aligned(const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+bool mul_fits(int64_t x, int64_t y) {
+    int64_t r = 0;
+    return !__builtin_mul_overflow(x, y, &r);
+}
+
+template <Bin1GemmCase C>
+int64_t tiles_of(Bin1GemmTile t, int64_t m, int64_t n, int64_t* tiles_m) {
+    int bm = 0, bn = 0;
+    switch (t) {
+        case Bin1GemmTile::kTiny:
+            bm = TinyCfg::BM, bn = TinyCfg::BN;
+            break;
+        case Bin1GemmTile::kSmall:
+            bm = SmallCfg::BM, bn = SmallCfg::BN;
+            break;
+        case Bin1GemmTile::kMedium:
+            bm = MediumCfg::BM, bn = MediumCfg::BN;
+            break;
+        default:
+            bm = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BM : LargeCfg::BM;
+            bn = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BN : LargeCfg::BN;
+            break;
+    }
+    const int64_t tm = f::ceil_div(m, bm), tn = f::ceil_div(n, bn);
+    if (tiles_m != nullptr) *tiles_m = tm;
+    return mul_fits(tm, tn) ? tm * tn : std::numeric_limits<int64_t>::max();
+}
+
+int64_t tiles_for(Bin1GemmCase c, Bin1GemmTile t, int64_t m, int64_t n, int64_t* tiles_m) {
+    switch (c) {
+        case Bin1GemmCase::kBinTern:
+            return tiles_of<Bin1GemmCase::kBinTern>(t, m, n, tiles_m);
+        case Bin1GemmCase::kBoolTern:
+            return tiles_of<Bin1GemmCase::kBoolTern>(t, m, n, tiles_m);
+        default:
+            return tiles_of<Bin1GemmCase::kTernTern>(t, m, n, tiles_m);
+    }
+}
+
+template <Bin1GemmCase C, class T>
+void launch(const uint32_t* a, int64_t m, const uint32_t* b, int64_t n, int64_t kblocks,
+            int64_t tiles_m, int64_t tiles, const ProductOut& out, cudaStream_t stream) {
+    constexpr int kSmem = smem_bytes<C, T>();
+    if constexpr (kSmem > 48 * 1024) {
+        TRIT_CUDA_CHECK(cudaFuncSetAttribute(bin1_gemm_kernel<C, T>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    }
+    bin1_gemm_kernel<C, T><<<static_cast<unsigned>(tiles), T::kThreads, kSmem, stream>>>(
+        a, b, m, n, kblocks, tiles_m, out);
+    TRIT_CUDA_CHECK_LAST();
+}
+
+template <Bin1GemmCase C>
+void launch_tile(Bin1GemmTile t, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
+                 int64_t kblocks, int64_t tiles_m, int64_t tiles, const ProductOut& out,
+                 cudaStream_t stream) {
+    switch (t) {
+        case Bin1GemmTile::kTiny:
+            return launch<C, TinyCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+        case Bin1GemmTile::kSmall:
+            return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+        case Bin1GemmTile::kMedium:
+            return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+        default:
+            if constexpr (C == Bin1GemmCase::kTernTern) {
+                return launch<C, LargeTernCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+            } else {
+                return launch<C, LargeCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+            }
+    }
+}
+
+}  // namespace
+
+const char* bin1_gemm_case_name(Bin1GemmCase c) {
+    switch (c) {
+        case Bin1GemmCase::kBinTern:
+            return "bin_tern";
+        case Bin1GemmCase::kBoolTern:
+            return "bool_tern";
+        case Bin1GemmCase::kTernTern:
+            return "tern_tern";
+    }
+    return "?";
+}
+
+const char* bin1_gemm_tile_name(Bin1GemmTile t) {
+    switch (t) {
+        case Bin1GemmTile::kAuto:
+            return "auto";
+        case Bin1GemmTile::kTiny:
+            return "tiny";
+        case Bin1GemmTile::kSmall:
+            return "small";
+        case Bin1GemmTile::kMedium:
+            return "medium";
+        case Bin1GemmTile::kLarge:
+            return "large";
+    }
+    return "?";
+}
+
+int bin1_gemm_planes_a(Bin1GemmCase c) {
+    return c == Bin1GemmCase::kBoolTern ? 1 : 2;
+}
+
+int bin1_gemm_planes_b(Bin1GemmCase c) {
+    return c == Bin1GemmCase::kBinTern ? 1 : 2;
+}
+
+Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count) {
+    if (m <= TinyCfg::BM) return Bin1GemmTile::kTiny;
+    for (Bin1GemmTile t : {Bin1GemmTile::kLarge, Bin1GemmTile::kMedium}) {
+        if (tiles_for(c, t, m, n, nullptr) >= sm_count) return t;
+    }
+    return Bin1GemmTile::kSmall;
+}
+
+void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
+               int64_t k, const ProductOut& out, cudaStream_t stream, Bin1GemmTile tile) {
+    const char* cn = bin1_gemm_case_name(c);
+    TRIT_CHECK(m >= 1 && n >= 1 && k >= 1, "bin1_gemm(", cn,
+               "): m, n and k must be >= 1 (got m=", m, ", n=", n, ", k=", k, ")");
+    TRIT_CHECK(k <= f::kTbitsMaxK, "bin1_gemm(", cn, "): k=", k, " exceeds 2^30 (m=", m, ", n=", n,
+               "; 2 * popcount must fit int32)");
+    const int64_t rw = f::tbits_row_words(k);
+    TRIT_CHECK(mul_fits(m, rw * 2) && mul_fits(n, rw * 2) && mul_fits(m, n), "bin1_gemm(", cn,
+               "): m=", m, ", n=", n, ", k=", k, ": plane or output sizes overflow int64");
+    TRIT_CHECK(a != nullptr && b != nullptr, "bin1_gemm(", cn, "): a and b must be non-null (m=", m,
+               ", n=", n, ", k=", k, ")");
+    TRIT_CHECK(aligned(a, 16) && aligned(b, 16), "bin1_gemm(", cn,
+               "): a and b must be 16-byte aligned for cp.async (m=", m, ", n=", n, ", k=", k,
+               "; a=", static_cast<const void*>(a), ", b=", static_cast<const void*>(b), ")");
+    TRIT_CHECK((out.acc != nullptr) != (out.y != nullptr), "bin1_gemm(", cn,
+               "): exactly one of out.acc and out.y must be set (m=", m, ", n=", n, ", k=", k, ")");
+    TRIT_CHECK(aligned(out.acc, 4) && aligned(out.y, 4), "bin1_gemm(", cn,
+               "): outputs must be 4-byte aligned (m=", m, ", n=", n, ", k=", k, ")");
+    if (out.y != nullptr) {
+        TRIT_CHECK(out.w_scale != nullptr && out.x_scale != nullptr, "bin1_gemm(", cn,
+                   "): y needs w_scale and x_scale (m=", m, ", n=", n, ", k=", k, ")");
+        TRIT_CHECK(out.w_scale_rows == 1 || out.w_scale_rows == n, "bin1_gemm(", cn,
+                   "): w_scale_rows=", out.w_scale_rows, " must be 1 or n (m=", m, ", n=", n,
+                   ", k=", k, ")");
+        TRIT_CHECK(out.x_scale_rows == 1 || out.x_scale_rows == m, "bin1_gemm(", cn,
+                   "): x_scale_rows=", out.x_scale_rows, " must be 1 or m (m=", m, ", n=", n,
+                   ", k=", k, ")");
+    }
+
+    int device = 0, major = 0, sm_count = 1;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CHECK(major >= 8, "bin1_gemm(", cn, "): the b1 .and.popc mma needs compute capability ",
+               ">= 8.0 (device ", device, " is ", major, ".x; m=", m, ", n=", n, ", k=", k, ")");
+    if (tile == Bin1GemmTile::kAuto) {
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+        tile = bin1_gemm_choose_tile(c, m, n, sm_count);
+    }
+    int64_t tiles_m = 0;
+    const int64_t tiles = tiles_for(c, tile, m, n, &tiles_m);
+    TRIT_CHECK(tiles <= std::numeric_limits<int32_t>::max(), "bin1_gemm(", cn, "): m=", m,
+               ", n=", n, ", k=", k, " needs ", tiles, " ", bin1_gemm_tile_name(tile),
+               " tiles, more than a grid holds (2^31 - 1)");
+    const int64_t kblocks = rw / f::kTbitsBlockWords;
+    switch (c) {
+        case Bin1GemmCase::kBinTern:
+            return launch_tile<Bin1GemmCase::kBinTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
+                                                       out, stream);
+        case Bin1GemmCase::kBoolTern:
+            return launch_tile<Bin1GemmCase::kBoolTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
+                                                        out, stream);
+        case Bin1GemmCase::kTernTern:
+            return launch_tile<Bin1GemmCase::kTernTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
+                                                        out, stream);
+    }
+}
+
+}  // namespace trit::kernels

@@ -1,0 +1,62 @@
+// Binary/ternary GEMMs on the b1 tensor cores (mma.sync m16n8k256 .and.popc, sm_80+) over tbits
+// planes (exporters/formats/tbits.h), for the three BWTA cases. Exact int32 accumulators, bit for
+// bit the tbits_gemm_*_ref products, or the products' fused float epilogue with one group.
+//
+// Operands: a (m, k) is the activation side (mma rows), b (n, k) the other (mma columns):
+//     kBinTern   a ternary (2 planes), b binary (1 plane: bin1 weights)   acc = W · Aᵀ, as (m, n)
+//     kBoolTern  a bool (1 plane),     b ternary (2 planes: V as Vᵀ rows)  acc = Att · V
+//     kTernTern  a ternary (2 planes), b ternary (2 planes: K rows)        acc = Q · Kᵀ
+// Output through ProductOut (kernels/product.h) with G = 1: either acc (m, n) int32, or
+//     y[i][j] = (+0.0f + w_scale[j or 0] * float(acc)) * x_scale[i or 0] + (bias ? bias[j] : +0.0f)
+// in IEEE float, round to nearest, no FMA (product.h's epilogue, one group).
+//
+// AND-only algebra (.xor.popc is not native on sm_90: ptxas expands it; .and.popc is one BMMA).
+// With P, N the pos/neg planes, Z = P | N, ~ bitwise not, and(x, y) = popc(x & y) over a row:
+//     kBinTern   acc = 2 (and(P, W) + and(N, ~W)) - popc(Z)      2 mma, one accumulator
+//     kBoolTern  acc = and(A, Pv) + and(A, ~Nv) - popc(A)         2 mma, one accumulator
+//     kTernTern  acc = and(Zq, Zk) - 2 (and(Pq, Nk) + and(Nq, Pk))  3 mma, two accumulators
+// (and(N, ~W) = popc(N) - and(N, W), so the first is 2 and(P, W) - 2 and(N, W) - popc(P) +
+// popc(N)). popc(Z) / popc(A) are per-row constants taken from the A fragments in registers. The
+// planes' padding bits are 0, so the complements' padding 1s meet only zeros of the other operand.
+//
+// Contract, checked on the host before any launch (else trit::Error naming the case, m, n, k and
+// the rule): m, n, k >= 1; k <= 2^30; a, b non-null and 16-byte aligned (cp.async), planes laid
+// out exactly as tbits.h (row stride tbits_row_words(k), plane stride rows * row words); exactly
+// one of out.acc / out.y; for y: w_scale and x_scale non-null, w_scale_rows 1 or n, x_scale_rows
+// 1 or m; outputs 4-byte aligned; sizes within int64 and the grid; a device of compute
+// capability >= 8.0. Any m, n, k: partial tiles are zero-filled on load and masked on store. The
+// operands are assumed valid (tbits_*_validate): a set padding bit or a column in both planes
+// gives wrong sums. Device pointers; async on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/product.h"
+
+namespace trit::kernels {
+
+enum class Bin1GemmCase { kBinTern, kBoolTern, kTernTern };
+
+// CTA tiles (BM x BN, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4), kMedium 64 x 64 (4),
+// kLarge 128 x 128 (8; kTernTern 128 x 64). kAuto: bin1_gemm_choose_tile.
+enum class Bin1GemmTile { kAuto, kTiny, kSmall, kMedium, kLarge };
+
+const char* bin1_gemm_case_name(Bin1GemmCase c);  // "bin_tern", "bool_tern", "tern_tern"
+const char* bin1_gemm_tile_name(Bin1GemmTile t);  // "auto", "tiny", ...
+
+// Planes of each operand of a case (1 or 2).
+int bin1_gemm_planes_a(Bin1GemmCase c);
+int bin1_gemm_planes_b(Bin1GemmCase c);
+
+// kTiny for m <= 16; else the largest tile whose grid still covers `sm_count` CTAs, kSmall when
+// none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones).
+Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count);
+
+// a: (planes_a, m, tbits_row_words(k)) uint32; b: (planes_b, n, tbits_row_words(k)) uint32.
+void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
+               int64_t k, const ProductOut& out, cudaStream_t stream,
+               Bin1GemmTile tile = Bin1GemmTile::kAuto);
+
+}  // namespace trit::kernels

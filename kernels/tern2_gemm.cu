@@ -1,0 +1,412 @@
+// tern2 x int8 GEMM on the int8 tensor cores (see kernels/tern2_gemm.h). One CTA computes a
+// (BM, BN) output tile over a range of k: cp.async streams k-tiles of x (BM, KS) and of the packed
+// codes (BN, KS / 4) through a STAGES-deep shared-memory ring; warps build mma fragments from
+// shared memory (x permuted, codes decoded with __byte_perm) and run mma.sync m16n8k32 s8 into
+// int32. Small grids split k over a thread block cluster and add the partial tiles through
+// distributed shared memory (integer sums: exact in any order). No LibTorch here.
+#include "kernels/tern2_gemm.h"
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "exporters/formats/common.h"
+#include "exporters/formats/tern2.h"
+#include "kernels/cuda_check.h"
+#include "kernels/epilogue.cuh"
+
+namespace trit::kernels {
+namespace {
+
+namespace fmt = trit::formats;
+
+constexpr int kWarp = 32;
+// Columns of one mma pair: each of a warp's 4 threads per weight row decodes one 32-bit word
+// (16 codes), i.e. the B fragments of two m16n8k32 mmas.
+constexpr int kChunk = 64;
+constexpr int kChunkCodeBytes = kChunk / fmt::kTern2CodesPerByte;  // 16: one cp.async granule
+constexpr int kGranule = 16;                                       // cp.async bytes
+constexpr int kMaxSplit = 8;                                       // portable cluster size
+constexpr int64_t kMaxNTiles = 65535;                              // grid.y limit
+constexpr int kMinBN = 64;                                         // smallest BN of the tiles
+
+// A CTA tile: WM x WN warps, each computing (MI * 16, NI * 8) outputs; KS columns per k-tile.
+// Shared-memory rows are padded so that the fragment loads are free of bank conflicts:
+//   x rows of KS + 64 bytes: the 8 lanes of a 16-byte load phase (2 rows x 4 threads) cover
+//     both 64-byte halves of the 128-byte bank window (KS % 128 == 0);
+//   code rows of KS / 4 + 16 bytes (an odd number of 16-byte units): the 8 rows of a 32-bit load
+//     land on 8 distinct 4-bank groups.
+// The output tile is staged through the same memory (int32, rows of BN + 8) for coalesced stores
+// and the split-k reduction.
+template <int MI, int NI, int WM, int WN, int KS, int STAGES>
+struct Tile {
+    static constexpr int kMI = MI, kNI = NI, kWM = WM, kKS = KS, kStages = STAGES;
+    static constexpr int kBM = WM * MI * 16, kBN = WN * NI * 8;
+    static constexpr int kThreads = WM * WN * kWarp;
+    static constexpr int kXStride = KS + 64;
+    static constexpr int kCStride = KS / fmt::kTern2CodesPerByte + 16;
+    static constexpr int kStageBytes = kBM * kXStride + kBN * kCStride;
+    static constexpr int kRedStride = kBN + 8;
+    static constexpr int kRedBytes = kBM * kRedStride * 4;
+    static constexpr int kSmemBytes =
+        STAGES * kStageBytes > kRedBytes ? STAGES* kStageBytes : kRedBytes;
+    static_assert(KS % 128 == 0 && STAGES >= 2 && kBN >= kMinBN, "see the padding note above");
+};
+
+// m <= 16 (memory bound): one m16 row of mma per warp, 4 warps along n. BN = 128 halves the x
+// bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
+// k-tiles and 6 stages keep ~20 KB of codes in flight per CTA; split-k fills the GPU.
+using SmallTile = Tile<1, 4, 1, 4, 128, 6>;  // (16, 128)
+// m <= 256, and every grouped product with m > 16: warp tile (32, 32).
+using MidTile = Tile<2, 4, 2, 2, 128, 4>;  // (64, 64)
+// m > 256: warp tile (64, 64) amortizes the decode over 4 m16 rows and the x permute over 8 n8.
+using LargeTile = Tile<4, 8, 2, 2, 128, 3>;  // (128, 128)
+
+struct GemmArgs {
+    const uint8_t* codes;  // (n, k / 4)
+    const int8_t* x;       // (m, k)
+    int64_t m, n, k, group, groups;
+    int ktiles;  // ceil(k / KS)
+    ProductOut out;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy; zero-fills the destination when !valid (src is not read then).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// d += a (16x32, row) * b (32x8, col), int8 in, int32 accumulate.
+__device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4],
+                                       const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap();         // the launcher refuses devices older than sm_80
+#endif
+}
+
+// The k permutation of one 64-column chunk c (columns 64c .. 64c + 63 of the k-tile). Thread t
+// of a fragment's group of 4 owns columns 16t .. 16t + 15 of the chunk; the even mma of the pair
+// takes their even columns, the odd mma the odd ones:
+//   mma p, k-slot 4t + e      <-> column 16t + 2e + p
+//   mma p, k-slot 16 + 4t + e <-> column 16t + 8 + 2e + p          (e = 0..3, p = 0, 1)
+// which is exactly what the __byte_perm decode of the code word yields, so only x is shuffled.
+
+// A fragments of rows r (lo) and r + 8 (hi) from their 16 bytes of the chunk.
+__device__ __forceinline__ void x_fragments(const uint4& lo, const uint4& hi, uint32_t (&a)[2][4]) {
+    a[0][0] = __byte_perm(lo.x, lo.y, 0x6420);  // row r,     columns 0, 2, 4, 6
+    a[0][1] = __byte_perm(hi.x, hi.y, 0x6420);  // row r + 8, columns 0, 2, 4, 6
+    a[0][2] = __byte_perm(lo.z, lo.w, 0x6420);  // row r,     columns 8, 10, 12, 14
+    a[0][3] = __byte_perm(hi.z, hi.w, 0x6420);
+    a[1][0] = __byte_perm(lo.x, lo.y, 0x7531);  // odd columns
+    a[1][1] = __byte_perm(hi.x, hi.y, 0x7531);
+    a[1][2] = __byte_perm(lo.z, lo.w, 0x7531);
+    a[1][3] = __byte_perm(hi.z, hi.w, 0x7531);
+}
+
+// B fragments from one word of 16 codes. L and H hold one 2-bit field per nibble (the nibble's
+// top bit clear, so prmt copies instead of sign-replicating): L the fields of columns 0, 2, .., 14,
+// H of 1, 3, .., 15. prmt's source bytes {0x00, 0x01, 0xFF, 0x00} map field 00 -> 0, 01 -> +1,
+// 10 -> -1 (and the invalid 11 -> 0, as tern2_decode).
+__device__ __forceinline__ void code_fragments(uint32_t w, uint32_t (&b)[2][2]) {
+    constexpr uint32_t kLut = 0x00FF0100u;
+    const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;
+    b[0][0] = __byte_perm(kLut, 0, lo);        // columns 0, 2, 4, 6
+    b[0][1] = __byte_perm(kLut, 0, lo >> 16);  // columns 8, 10, 12, 14
+    b[1][0] = __byte_perm(kLut, 0, hi);        // columns 1, 3, 5, 7
+    b[1][1] = __byte_perm(kLut, 0, hi >> 16);  // columns 9, 11, 13, 15
+}
+
+template <class T, bool kGrouped>
+__global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs a) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int kMI = T::kMI, kNI = T::kNI, kKS = T::kKS, kStages = T::kStages;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+    const int g = lane / 4, t = lane % 4;  // the mma fragments' group and thread in group
+    const int wr = warp % T::kWM * kMI * 16, wc = warp / T::kWM * kNI * 8;  // warp tile origin
+    const int64_t m0 = int64_t{blockIdx.x} * T::kBM, n0 = int64_t{blockIdx.y} * T::kBN;
+    const int splits = static_cast<int>(gridDim.z), split = static_cast<int>(blockIdx.z);
+    const int kt0 = static_cast<int>(int64_t{a.ktiles} * split / splits);
+    const int kt1 = static_cast<int>(int64_t{a.ktiles} * (split + 1) / splits);
+
+    // Copies k-tile kt into ring slot `slot`; rows past m / n and columns past k are zero-filled.
+    auto load_tile = [&](int slot, int kt) {
+        uint8_t* xs = smem + slot * T::kStageBytes;
+        uint8_t* cs = xs + T::kBM * T::kXStride;
+        const int64_t col = int64_t{kt} * kKS;
+        constexpr int kXGran = kKS / kGranule, kCGran = kKS / kChunk;
+        for (int q = tid; q < T::kBM * kXGran; q += T::kThreads) {
+            const int r = q / kXGran, u = q % kXGran;
+            const bool ok = m0 + r < a.m && col + u * kGranule < a.k;
+            const int8_t* src = ok ? a.x + (m0 + r) * a.k + col + u * kGranule : a.x;
+            cp_async16(smem_addr(xs + r * T::kXStride + u * kGranule), src, ok);
+        }
+        for (int q = tid; q < T::kBN * kCGran; q += T::kThreads) {
+            const int r = q / kCGran, u = q % kCGran;
+            const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
+            const uint8_t* src =
+                ok ? a.codes + (n0 + r) * (a.k / fmt::kTern2CodesPerByte) + col / 4 + u * kGranule
+                   : a.codes;
+            cp_async16(smem_addr(cs + r * T::kCStride + u * kGranule), src, ok);
+        }
+    };
+
+    int32_t acc[kMI][kNI][4] = {};
+    // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
+    float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
+    int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
+
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (kt0 + s < kt1) load_tile(s, kt0 + s);
+        cp_async_commit();  // empty groups keep the wait count uniform
+    }
+    for (int kt = kt0; kt < kt1; ++kt) {
+        const int i = kt - kt0;
+        cp_async_wait<kStages - 2>();
+        // Tile kt is visible to all, and everyone is done with slot (i - 1) % kStages, refilled
+        // now.
+        __syncthreads();
+        if (kt + kStages - 1 < kt1) load_tile((i + kStages - 1) % kStages, kt + kStages - 1);
+        cp_async_commit();
+
+        const uint8_t* xs = smem + (i % kStages) * T::kStageBytes;
+        const uint8_t* cs = xs + T::kBM * T::kXStride;
+#pragma unroll
+        for (int c = 0; c < kKS / kChunk; ++c) {
+            uint32_t af[kMI][2][4];
+#pragma unroll
+            for (int mi = 0; mi < kMI; ++mi) {
+                const uint8_t* p = xs + (wr + mi * 16 + g) * T::kXStride + c * kChunk + t * 16;
+                x_fragments(*reinterpret_cast<const uint4*>(p),
+                            *reinterpret_cast<const uint4*>(p + 8 * T::kXStride), af[mi]);
+            }
+            uint32_t bf[kNI][2][2];
+#pragma unroll
+            for (int ni = 0; ni < kNI; ++ni) {
+                const uint8_t* p =
+                    cs + (wc + ni * 8 + g) * T::kCStride + c * kChunkCodeBytes + t * 4;
+                code_fragments(*reinterpret_cast<const uint32_t*>(p), bf[ni]);
+            }
+#pragma unroll
+            for (int p = 0; p < 2; ++p)
+#pragma unroll
+                for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+                    for (int ni = 0; ni < kNI; ++ni)
+                        mma_s8(acc[mi][ni], af[mi][p], bf[ni][p]);
+
+            if constexpr (kGrouped) {
+                // A group is whole chunks (group % 64 == 0); the last one ends at k. Only the
+                // unsplit kernel runs grouped, so this thread sees every group, in order.
+                if (int64_t{kt} * kKS + (c + 1) * kChunk == group_end) {
+                    // Laundered through an empty asm so that the per-output addresses below are
+                    // computed here, once per group, instead of being hoisted out of the k loop
+                    // into dozens of live registers.
+                    int64_t row0 = m0 + wr + g, col0 = n0 + wc + t * 2;
+                    asm volatile("" : "+l"(row0), "+l"(col0));
+#pragma unroll
+                    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+                        for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) {
+                                const int64_t oi = row0 + mi * 16 + (e / 2) * 8;
+                                const int64_t oj = col0 + ni * 8 + e % 2;
+                                if (a.out.acc != nullptr) {
+                                    if (oi < a.m && oj < a.n)
+                                        a.out.acc[(oi * a.n + oj) * a.groups + group_index] =
+                                            acc[mi][ni][e];
+                                } else if (oj < a.n) {
+                                    const float ws =
+                                        detail::epilogue_w_scale(a.out, oj, a.groups)[group_index];
+                                    ysum[mi][ni][e] =
+                                        detail::epilogue_add(ysum[mi][ni][e], ws, acc[mi][ni][e]);
+                                }
+                                acc[mi][ni][e] = 0;
+                            }
+                    ++group_index;
+                    group_end = group_end + a.group < a.k ? group_end + a.group : a.k;
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the ring is free: stage the output tile in it
+    if constexpr (kGrouped) {
+        if (a.out.acc != nullptr) return;  // stored group by group above
+    }
+
+    uint32_t* red = reinterpret_cast<uint32_t*>(smem);
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wr + mi * 16 + g + h * 8, col = wc + ni * 8 + t * 2;
+                uint2 v;
+                if constexpr (kGrouped) {
+                    v = make_uint2(__float_as_uint(ysum[mi][ni][2 * h]),
+                                   __float_as_uint(ysum[mi][ni][2 * h + 1]));
+                } else {
+                    v = make_uint2(static_cast<uint32_t>(acc[mi][ni][2 * h]),
+                                   static_cast<uint32_t>(acc[mi][ni][2 * h + 1]));
+                }
+                *reinterpret_cast<uint2*>(red + r * T::kRedStride + col) = v;
+            }
+
+    // Split k: the S CTAs of a cluster hold partial tiles; CTA `rank` sums and stores the
+    // elements rank * threads + tid, stepping by S * threads, reading its peers' shared memory.
+    int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    if (splits > 1) {
+        cg::this_cluster().sync();
+        rank = static_cast<int>(cg::this_cluster().block_rank());
+    } else {
+        __syncthreads();
+    }
+#else
+    __syncthreads();  // splits == 1 before sm_90 (the launcher's rule)
+#endif
+    for (int e = rank * T::kThreads + tid; e < T::kBM * T::kBN; e += splits * T::kThreads) {
+        const int r = e / T::kBN, col = e % T::kBN;
+        const int64_t oi = m0 + r, oj = n0 + col;
+        if (oi >= a.m || oj >= a.n) continue;
+        const int off = r * T::kRedStride + col;
+        if constexpr (kGrouped) {
+            a.out.y[oi * a.n + oj] =
+                detail::epilogue_finish(a.out, __uint_as_float(red[off]), oi, oj);
+        } else {
+            int32_t sum = static_cast<int32_t>(red[off]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            if (splits > 1) {
+                sum = 0;
+                for (int q = 0; q < splits; ++q)
+                    sum += static_cast<int32_t>(cg::this_cluster().map_shared_rank(red, q)[off]);
+            }
+#endif
+            detail::store_output(a.out, a.n, 1, oi, oj, [&](int64_t) { return sum; });
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (splits > 1) cg::this_cluster().sync();  // peers may still read this CTA's tile
+#endif
+}
+
+template <class T, bool kGrouped>
+void launch(const GemmArgs& a, int sms, bool clusters, cudaStream_t stream) {
+    const int64_t mtiles = fmt::ceil_div(a.m, T::kBM), ntiles = fmt::ceil_div(a.n, T::kBN);
+    // Split k when the tiles alone leave SMs idle (m small): up to 2 CTAs per SM, at least one
+    // k-tile per split, at most a portable cluster. Grouped products keep one CTA per tile: their
+    // y sums groups in order, which a split would break.
+    int splits = 1;
+    if (!kGrouped && clusters && mtiles * ntiles < 2 * int64_t{sms}) {
+        const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
+        splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
+    }
+    const auto kernel = tern2_gemm_kernel<T, kGrouped>;
+    TRIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),
+                    static_cast<unsigned>(splits));
+    if (splits == 1) {
+        kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(a);
+    } else {
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = 1;
+        attr.val.clusterDim.y = 1;
+        attr.val.clusterDim.z = static_cast<unsigned>(splits);
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(T::kThreads);
+        cfg.dynamicSmemBytes = T::kSmemBytes;
+        cfg.stream = stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        TRIT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    }
+    TRIT_CUDA_CHECK_LAST();
+}
+
+template <class T, bool kGrouped>
+void launch_tile(GemmArgs a, int sms, bool clusters, cudaStream_t stream) {
+    a.ktiles = static_cast<int>(fmt::ceil_div(a.k, T::kKS));
+    launch<T, kGrouped>(a, sms, clusters, stream);
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern2) return "the weights must be tern2";
+    if (m < 1 || w.n < 1 || w.k < 1 || group < 1) return "m, n, k and group must all be >= 1";
+    if (w.k % kChunk != 0) return "k must be a multiple of 64";
+    if (!aligned16(x) || !aligned16(w.a)) return "x and the packed codes must be 16-byte aligned";
+    if (group < w.k && group % kChunk != 0) return "group must be >= k or a multiple of 64";
+    if (m > std::numeric_limits<int32_t>::max()) return "m must be <= 2147483647";
+    if (w.n > kMaxNTiles * kMinBN) return "n must be <= 4194240 (65535 tiles of 64)";
+    return "";
+}
+
+void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                const ProductOut& out, cudaStream_t stream) {
+    check_product("tern2_gemm", w, x, m, group, out);
+    const std::string rule = tern2_gemm_rejects(w, x, m, group);
+    TRIT_CHECK(rule.empty(), "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): ", rule);
+
+    int device = 0, sms = 0, major = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CHECK(major >= 8, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+               "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", major, ".x");
+    const bool clusters = major >= 9;
+
+    GemmArgs a;
+    a.codes = w.a;
+    a.x = x;
+    a.m = m;
+    a.n = w.n;
+    a.k = w.k;
+    a.group = group;
+    a.groups = fmt::acc_num_groups(w.k, group);
+    a.ktiles = 0;
+    a.out = out;
+    // The tile by m (see the Tile aliases); G = 1 and G > 1 are separate kernels so that the
+    // one-group path carries no group bookkeeping.
+    if (a.groups == 1) {
+        if (m <= 16) return launch_tile<SmallTile, false>(a, sms, clusters, stream);
+        if (m <= 256) return launch_tile<MidTile, false>(a, sms, clusters, stream);
+        return launch_tile<LargeTile, false>(a, sms, clusters, stream);
+    }
+    if (m <= 16) return launch_tile<SmallTile, true>(a, sms, clusters, stream);
+    return launch_tile<MidTile, true>(a, sms, clusters, stream);
+}
+
+}  // namespace trit::kernels

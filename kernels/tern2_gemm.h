@@ -1,0 +1,38 @@
+// tern2 x int8 GEMM on the int8 tensor cores (mma.sync m16n8k32, sm_80+; split-k through thread
+// block clusters on sm_90): the product dispatcher's kGemm kernel for tern2 (kernels/product.h),
+// for many tokens (auto dispatch sends m >= 9). Bit-exact acc and fused-epilogue y.
+//
+// Contract (besides check_product's), each rule named in the error when broken:
+//   - k % 64 == 0: packed rows of k / 4 bytes stay 16-byte aligned for cp.async, and one 64-column
+//     chunk (one 32-bit word of codes per thread) is the unit of an mma pair;
+//   - x and the packed codes 16-byte aligned;
+//   - group >= k (one scale group, the main case), or group % 64 == 0 (a group is whole chunks);
+//   - m <= 2^31 - 1 and n <= 4194240 (65535 column tiles of 64: the grid's y limit).
+// m and n need not be multiples of the tiles (rows past m or n are zero-filled and not stored);
+// k need not be a multiple of the k-tile (columns past k are zero-filled).
+//
+// Layout trick: any permutation of k applied to both mma operands leaves the dot product alone.
+// A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6], [8..14], [1..7],
+// [9..15] of the word; x is permuted the same way when its fragments are built (see .cu).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/product.h"
+
+namespace trit::kernels {
+
+// "" when tern2_gemm takes the call, else the first contract rule it breaks. Looks only at the
+// shape, group and pointer alignment (no device query: choose_path runs it without a GPU).
+std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error
+// naming m, n, k, group and the rule when check_product or the contract above rejects the call,
+// or when the device is older than sm_80.
+void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                const ProductOut& out, cudaStream_t stream);
+
+}  // namespace trit::kernels

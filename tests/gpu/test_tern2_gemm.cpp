@@ -1,0 +1,190 @@
+// GPU tests of the tern2 x int8 tensor-core GEMM (kernels/tern2_gemm.h): int32 accumulators and
+// fused-epilogue y bit-exact against the CPU references over a shape table that reaches every
+// tile (small m <= 16, mid m <= 256, large), split and unsplit k, grouped and one-group products,
+// m and n off the tiles, k off the k-tile; and the host-side contract (no GPU needed): each rule
+// broken once, with an error naming m, n, k, group and the rule, and the dispatcher's choice.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/product.h"
+#include "kernels/tern2_gemm.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::ProductPath;
+
+struct GemmShape {
+    int64_t m, n, k, group;
+};
+
+// m over the tiles' edges (9, 16 | 17, 33, 64, 100, 256 | 300), n odd and small (1, 3, 17, 130)
+// and large, k at and off the k-tiles (64, 192, 256, 784 is rejected: 784 % 64 != 0), one group
+// (group = k, group > k) and groups of 64, 128 and 192 (a partial last group when k % group != 0).
+const std::vector<GemmShape> kGemmShapes = {
+    {9, 1, 64, 64},         {16, 3, 192, 192},      {17, 17, 256, 256},    {33, 130, 2560, 2560},
+    {64, 64, 256, 1000},    {100, 130, 192, 64},    {256, 17, 2560, 128},  {300, 3, 64, 64},
+    {300, 130, 2560, 2560}, {16, 130, 2560, 128},   {9, 257, 448, 192},    {33, 1, 2560, 4096},
+    {256, 200, 768, 768},   {64, 70, 3072, 3072},   {100, 64, 320, 128},   {17, 130, 640, 192},
+    {16, 2560, 256, 256},   {300, 256, 2560, 2560}, {300, 130, 1024, 128},
+};
+
+// Shapes the launcher does not split along k: one k-tile (k <= 128), or enough output tiles
+// (>= 2 CTAs per SM of a 132-SM H100) for each tile size, so the unsplit store path runs too.
+const std::vector<GemmShape> kUnsplitShapes = {
+    {16, 16896, 64, 64},     // small tile, one k-tile
+    {256, 4224, 128, 128},   // mid tile, one k-tile
+    {300, 11264, 64, 64},    // large tile, one k-tile
+    {16, 33792, 192, 192},   // small tile: 264 column tiles, 2 k-tiles (the second half empty)
+    {256, 4224, 256, 256},   // mid tile: 4 x 66 tiles
+    {257, 11264, 192, 192},  // large tile: 3 x 88 tiles
+};
+
+class Tern2Gemm : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t seed) {
+    for (const GemmShape& s : shapes) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+        c.seed = seed++;
+        c.per_tensor_scale = seed % 3 == 0;
+        c.bias = seed % 2 == 0;
+        trit::gputest::check_product_case(c, path);
+    }
+}
+
+TEST_F(Tern2Gemm, MatchesTheReferenceOverTheShapeTable) {
+    run_shapes(kGemmShapes, ProductPath::kGemm, 101);
+}
+
+TEST_F(Tern2Gemm, MatchesTheReferenceWithoutSplitK) {
+    run_shapes(kUnsplitShapes, ProductPath::kGemm, 201);
+}
+
+TEST_F(Tern2Gemm, AutoDispatchRunsItForManyTokens) {
+    run_shapes({{64, 130, 256, 256}, {17, 33, 192, 64}}, ProductPath::kAuto, 301);
+}
+
+// x at the ends of the int8 range: every product is +-128 or +-127, the sums reach
+// 128 * k = 327680; catches a sign or saturation slip in the decode or the x permute.
+TEST_F(Tern2Gemm, ExtremeActivations) {
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, -127}}) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = 33, c.n = 130, c.k = 2560, c.group = 2560;
+        c.x_lo = lo, c.x_hi = hi;
+        c.seed = 401 + static_cast<uint64_t>(lo + 200);
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+    }
+}
+
+// ---- host-side contract (no GPU needed) ------------------------------------------------------
+
+alignas(16) uint8_t g_codes[64];
+alignas(16) int8_t g_x[64];
+
+trit::kernels::PackedWeights tern2_weights(int64_t n, int64_t k, const uint8_t* codes = g_codes) {
+    trit::kernels::PackedWeights w;
+    w.format = Format::kTern2;
+    w.a = codes;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+trit::kernels::ProductOut acc_out() {
+    static int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    return out;
+}
+
+void expect_gemm_error(const trit::kernels::PackedWeights& w, const int8_t* x, int64_t m,
+                       int64_t group, const std::string& rule) {
+    SCOPED_TRACE(rule);
+    EXPECT_THAT(trit::kernels::tern2_gemm_rejects(w, x, m, group), HasSubstr(rule));
+    try {
+        trit::kernels::product(w, x, m, group, acc_out(), nullptr, ProductPath::kGemm);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tern2_gemm"));
+        EXPECT_THAT(e.what(), HasSubstr(rule));
+        EXPECT_THAT(e.what(), HasSubstr("m=" + std::to_string(m)));
+        EXPECT_THAT(e.what(), HasSubstr("n=" + std::to_string(w.n)));
+        EXPECT_THAT(e.what(), HasSubstr("k=" + std::to_string(w.k)));
+        EXPECT_THAT(e.what(), HasSubstr("group=" + std::to_string(group)));
+    }
+}
+
+TEST(Tern2GemmContract, RejectsEveryBrokenRuleNamingTheShape) {
+    expect_gemm_error(tern2_weights(64, 100), g_x, 64, 100, "k must be a multiple of 64");
+    expect_gemm_error(tern2_weights(64, 784), g_x, 64, 784, "k must be a multiple of 64");
+    expect_gemm_error(tern2_weights(64, 256), g_x + 1, 64, 256, "16-byte aligned");
+    expect_gemm_error(tern2_weights(64, 256, g_codes + 4), g_x, 64, 256, "16-byte aligned");
+    expect_gemm_error(tern2_weights(64, 256), g_x, 64, 100,
+                      "group must be >= k or a multiple of 64");
+    expect_gemm_error(tern2_weights(64, 256), g_x, 64, 32,
+                      "group must be >= k or a multiple of 64");
+    expect_gemm_error(tern2_weights(2, 64), g_x, int64_t{1} << 31, 64, "m must be <= 2147483647");
+    expect_gemm_error(tern2_weights(4194241, 64), g_x, 16, 64, "n must be <= 4194240");
+}
+
+TEST(Tern2GemmContract, CommonChecksComeFirst) {
+    trit::kernels::ProductOut none;  // no output: check_product's rule, named by tern2_gemm
+    try {
+        trit::kernels::tern2_gemm(tern2_weights(64, 256), g_x, 64, 256, none, nullptr);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tern2_gemm"));
+        EXPECT_THAT(e.what(), HasSubstr("exactly one output"));
+    }
+    trit::kernels::PackedWeights bin1 = tern2_weights(64, 256);
+    bin1.format = Format::kBin1;
+    EXPECT_THAT(trit::kernels::tern2_gemm_rejects(bin1, g_x, 64, 256), HasSubstr("must be tern2"));
+}
+
+TEST(Tern2GemmContract, AcceptsTheModelShapes) {
+    for (const GemmShape& s : std::vector<GemmShape>{{16, 2560, 2560, 2560},
+                                                     {2048, 14336, 4096, 4096},
+                                                     {64, 768, 3072, 3072},
+                                                     {256, 6912, 2560, 128},
+                                                     {9, 3, 64, 1 << 20}}) {
+        SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                     " k=" + std::to_string(s.k));
+        EXPECT_EQ(trit::kernels::tern2_gemm_rejects(tern2_weights(s.n, s.k), g_x, s.m, s.group),
+                  "");
+    }
+}
+
+TEST(Tern2GemmContract, ChoosePathPicksTheGemmForManyTokens) {
+    std::string why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2_weights(2560, 2560), g_x, 2048, 2560, &why),
+              ProductPath::kGemm)
+        << why;
+    EXPECT_THAT(why, HasSubstr("gemm"));
+    EXPECT_EQ(trit::kernels::choose_path(tern2_weights(4096, 4096), g_x, 9, 128, &why),
+              ProductPath::kGemm)
+        << why;
+    // Off the contract: the generic kernel, and the reason names the rule.
+    EXPECT_EQ(trit::kernels::choose_path(tern2_weights(64, 100), g_x, 256, 100, &why),
+              ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
+    EXPECT_EQ(trit::kernels::choose_path(tern2_weights(64, 256), g_x + 1, 256, 256, &why),
+              ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("16-byte aligned"));
+    // Few tokens are not the GEMM's (the table sends m <= 8 elsewhere).
+    EXPECT_NE(trit::kernels::choose_path(tern2_weights(2560, 2560), g_x, 8, 2560, &why),
+              ProductPath::kGemm);
+}
+
+}  // namespace

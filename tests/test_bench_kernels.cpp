@@ -1,0 +1,175 @@
+// `trit bench kernels` without a GPU: its flag parsing (every wrong value an error naming the flag
+// and echoing the value), the defaults and --quick, the table and CSV, and the binary's exit code 1
+// with a clear message where no GPU is visible.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
+
+#include "bench/kernels.h"
+#include "core/error.h"
+#include "tests/support/process.h"
+
+namespace trit {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The Error message of `f`, or "" when it does not throw.
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(BenchKernelsOptions, ShapesParseAndNameTheirModel) {
+    const auto s = bench::parse_shapes("4096x4096,768x3072,100x37");
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0].n, 4096);
+    EXPECT_EQ(s[0].k, 4096);
+    EXPECT_EQ(s[0].model, "Llama-8B");
+    EXPECT_EQ(s[1].model, "BWTA");
+    EXPECT_EQ(s[2].n, 100);
+    EXPECT_EQ(s[2].k, 37);
+    EXPECT_EQ(s[2].model, "");
+    EXPECT_EQ(bench::default_kernel_shapes().size(), 9u);
+}
+
+TEST(BenchKernelsOptions, BadShapesNameTheFlagAndTheValue) {
+    for (const char* bad : {"12x", "x12", "0x5", "5x0", "12", "12x-3", "1x2x3", "ax4", " 4x4",
+                            "4x4 ", "12x3.5", "99999999x4"}) {
+        const std::string msg = error_of([&] { bench::parse_shapes(bad); });
+        EXPECT_THAT(msg, HasSubstr("--shapes: expected NxK")) << bad;
+        EXPECT_THAT(msg, HasSubstr(std::string("got '") + bad + "'")) << bad;
+    }
+    EXPECT_THAT(error_of([] { bench::parse_shapes("4x4,,8x8"); }), HasSubstr("got ''"));
+    EXPECT_THAT(error_of([] { bench::parse_shapes("4x4,"); }), HasSubstr("got ''"));
+    EXPECT_THAT(error_of([] { bench::parse_shapes("4x4,4x4"); }),
+                HasSubstr("--shapes: '4x4' is listed twice"));
+}
+
+TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
+    EXPECT_EQ(bench::parse_m_list("1,16,2048"), (std::vector<int64_t>{1, 16, 2048}));
+    for (const char* bad : {"0", "-1", "abc", "1,,2", "1.5", ""})
+        EXPECT_THAT(error_of([&] { bench::parse_m_list(bad); }), HasSubstr("--m: expected")) << bad;
+    EXPECT_THAT(error_of([] { bench::parse_m_list("1,x"); }), HasSubstr("got 'x'"));
+    EXPECT_THAT(error_of([] { bench::parse_m_list("4,4"); }),
+                HasSubstr("--m: '4' is listed twice"));
+
+    const auto f = bench::parse_format_list("tern2,bt2,bin1");
+    ASSERT_EQ(f.size(), 3u);
+    EXPECT_EQ(f[1].name, "bt2");
+    EXPECT_EQ(f[1].max_m, INT64_MAX);  // named formats run at every m
+    EXPECT_THAT(error_of([] { bench::parse_format_list("tern3"); }),
+                HasSubstr("--formats: unknown format 'tern3'; known: tern2"));
+    EXPECT_THAT(error_of([] { bench::parse_format_list("float"); }),
+                HasSubstr("--formats: expected packed formats"));
+    EXPECT_THAT(error_of([] { bench::parse_format_list("bt5"); }), HasSubstr("'bt5'"));
+
+    EXPECT_EQ(bench::parse_path_list("auto,generic"),
+              (std::vector<std::string>{"auto", "generic"}));
+    EXPECT_THAT(
+        error_of([] { bench::parse_path_list("fast"); }),
+        HasSubstr("--paths: expected auto, gemv, gemm or generic (comma-separated), got 'fast'"));
+}
+
+TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
+    bench::KernelBenchArgs a;
+    auto o = bench::resolve_kernel_bench_args(a);
+    EXPECT_EQ(o.shapes.size(), 9u);
+    EXPECT_EQ(o.ms, (std::vector<int64_t>{1, 16, 64, 256, 2048}));
+    ASSERT_EQ(o.formats.size(), 3u);
+    EXPECT_EQ(o.formats[2].name, "bt2");
+    EXPECT_EQ(o.formats[2].max_m, 8);
+    EXPECT_EQ(o.paths, (std::vector<std::string>{"auto"}));
+    EXPECT_EQ(o.reps, 100);
+    EXPECT_EQ(o.warmup, 10);
+
+    a.quick = true;
+    o = bench::resolve_kernel_bench_args(a);
+    EXPECT_EQ(o.reps, 20);
+    EXPECT_EQ(o.warmup, 3);
+    EXPECT_EQ(o.ms, (std::vector<int64_t>{1, 64, 2048}));
+    a.reps = 7, a.reps_given = true, a.ms = "16";
+    o = bench::resolve_kernel_bench_args(a);  // given values win over --quick
+    EXPECT_EQ(o.reps, 7);
+    EXPECT_EQ(o.ms, (std::vector<int64_t>{16}));
+
+    a.reps = 0;
+    EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
+                HasSubstr("--reps: expected"));
+    a.reps = 5, a.warmup = -1, a.warmup_given = true;
+    EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
+                HasSubstr("--warmup: expected"));
+    a.warmup = 0, a.shapes = "12x";
+    EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
+                HasSubstr("--shapes: expected NxK"));
+}
+
+TEST(BenchKernelsReport, TableAndCsvRows) {
+    bench::KernelBenchReport rep;
+    rep.device = "GPU \"X\", 1 SM";
+    rep.date = "2026-01-01T00:00:00Z";
+    rep.copy_gbps = 2000;
+    bench::KernelRow r;
+    r.model = "Llama-8B", r.kernel = "product", r.format = "tern2", r.path = "gemv";
+    r.m = 1, r.n = 4096, r.k = 4096, r.samples = 10, r.batch = 4, r.copies = 9;
+    r.median_us = 10, r.min_us = 9, r.p10_us = 9.5, r.p90_us = 11;
+    r.bytes = 10e6, r.ops = 2.0 * 4096 * 4096, r.vs_fp16 = 3.5;
+    bench::finish_row(r, rep.copy_gbps);
+    EXPECT_DOUBLE_EQ(r.gbps, 1000);  // 10 MB in 10 µs
+    EXPECT_DOUBLE_EQ(r.pct_copy, 50);
+    EXPECT_NEAR(r.tops, 3.3554432, 1e-9);  // 2 * 4096^2 ops in 10 µs
+    bench::KernelRow refused = r;
+    refused.samples = 0, refused.note = "gemv: m <= 8";
+    rep.rows = {r, refused};
+
+    EXPECT_THAT(bench::kernel_table_header(), HasSubstr("median_us"));
+    const std::string line = bench::kernel_table_line(r);
+    EXPECT_THAT(line, HasSubstr("Llama-8B"));
+    EXPECT_THAT(line, HasSubstr("1000.0"));
+    EXPECT_THAT(line, HasSubstr("3.50"));
+    EXPECT_THAT(bench::kernel_table_line(refused), HasSubstr("-- gemv: m <= 8"));
+
+    std::istringstream csv(bench::kernel_csv(rep));
+    std::string header, row1, row2;
+    std::getline(csv, header), std::getline(csv, row1), std::getline(csv, row2);
+    EXPECT_EQ(header.rfind("device,date,model,kernel,format,path,m,n,k,", 0), 0u);
+    EXPECT_THAT(row1,
+                HasSubstr("\"GPU \"\"X\"\", 1 "
+                          "SM\",2026-01-01T00:00:00Z,Llama-8B,product,tern2,gemv,1,4096,4096"));
+    EXPECT_THAT(row2, HasSubstr("\"gemv: m <= 8\""));
+    // One field per header column (the device is the only quoted field with a comma here).
+    auto commas = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
+    EXPECT_EQ(commas(row1) - 1, commas(header));
+}
+
+// Hiding every GPU (CUDA_VISIBLE_DEVICES empty) gives the no-GPU path on any machine; a build
+// without CUDA fails the same way with its own message.
+TEST(BenchKernelsCli, NoGpuExitsOneWithAClearMessage) {
+    const auto r =
+        trit::testing::run_command("CUDA_VISIBLE_DEVICES= '" TRIT_BINARY "' bench kernels --quick");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output,
+                ::testing::AnyOf(HasSubstr("bench kernels: no CUDA GPU visible"),
+                                 HasSubstr("bench kernels: this trit was built without CUDA")));
+}
+
+TEST(BenchKernelsCli, BadFlagsFailBeforeAnyGpuWork) {
+    const auto r = trit::testing::run_trit("bench kernels --shapes 12x");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--shapes: expected NxK (out x in) with N, K in 1..1048576, "
+                                    "comma-separated, got '12x'"));
+    const auto h = trit::testing::run_trit("bench kernels --help");
+    EXPECT_EQ(h.exit_code, 0);
+    EXPECT_THAT(h.output, HasSubstr("Example"));
+    EXPECT_THAT(h.output, HasSubstr("--shapes"));
+    EXPECT_THAT(trit::testing::run_trit("bench --help").output, HasSubstr("kernels"));
+}
+
+}  // namespace
+}  // namespace trit

@@ -39,6 +39,7 @@ constexpr int64_t kBlockCols = 256;   // columns of one warp k-block
 constexpr int64_t kBlockBytes = kBlockCols / formats::kTern2CodesPerByte;
 constexpr int64_t kChunkCols = 64;    // columns per lane per k-block (one 16-byte load per row)
 constexpr int kMaxWarps = 8;
+constexpr int kDepth = 4;             // k-blocks of weights in flight per warp
 constexpr int64_t kMaxGroups = 64;    // shared sums: 64 * 16 * 8 * 4 bytes = 32 KiB
 constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
 
@@ -87,32 +88,28 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One k-block's loads for one lane.
-struct Loads {
-    uint4 lo, hi;  // rows g and g + 8
-    uint4 x[4];    // token g
+// A lane's weights of one k-block: 16 bytes of rows g and g + 8.
+struct WeightLoads {
+    uint4 lo, hi;
 };
 
-__device__ __forceinline__ Loads load_kblock(const uint8_t* w_lo, const uint8_t* w_hi,
-                                             const int8_t* xg, int64_t b, bool chunk, bool row_lo,
-                                             bool row_hi, bool token) {
-    Loads l{};
+__device__ __forceinline__ WeightLoads load_kblock(const uint8_t* w_lo, const uint8_t* w_hi,
+                                                   int64_t b, bool chunk, bool row_lo,
+                                                   bool row_hi) {
+    WeightLoads l{};
     if (chunk && row_lo) l.lo = load_weights(w_lo + b * kBlockBytes);
     if (chunk && row_hi) l.hi = load_weights(w_hi + b * kBlockBytes);
-    if (chunk && token) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) l.x[q] = load_x(xg + b * kBlockCols + 16 * q);
-    }
     return l;
 }
 
-__device__ __forceinline__ void multiply_kblock(const Loads& l, int (&d)[4]) {
+__device__ __forceinline__ void multiply_kblock(const WeightLoads& l, const uint4 (&x)[4],
+                                                int (&d)[4]) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         uint32_t a_lo[4], a_hi[4], xb[4];
         decode_word(word(l.lo, q), a_lo);
         decode_word(word(l.hi, q), a_hi);
-        permute_x(l.x[q], xb);
+        permute_x(x[q], xb);
         mma_s8(d, a_lo[0], a_hi[0], a_lo[1], a_hi[1], xb[0], xb[1]);
         mma_s8(d, a_lo[2], a_hi[2], a_lo[3], a_hi[3], xb[2], xb[3]);
     }
@@ -149,23 +146,37 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp)
         d[0] = d[1] = d[2] = d[3] = 0;
     };
 
-    int64_t b = warp;
-    Loads next{};
-    if (b < kblocks)
-        next = load_kblock(w_lo, w_hi, xg, b, b * kBlockCols + kChunkCols * t < k, row_lo, row_hi,
-                           token);
-    for (; b < kblocks; b += warps) {
-        const Loads l = next;
-        const int64_t nb = b + warps;  // prefetch the next k-block before multiplying this one
-        if (nb < kblocks)
-            next = load_kblock(w_lo, w_hi, xg, nb, nb * kBlockCols + kChunkCols * t < k, row_lo,
-                               row_hi, token);
-        const int64_t gi = groups == 1 ? 0 : b * kBlockCols / group;
-        if (gi != cur) {
-            if (cur >= 0) flush();
-            cur = gi;
+    // A ring of kDepth k-blocks of weights in flight per warp: DRAM latency is ~1 us, and one
+    // k-block (1 KiB a warp) at a time leaves the memory system mostly idle.
+    auto chunk_ok = [&](int64_t kb) { return kb * kBlockCols + kChunkCols * t < k; };
+    WeightLoads ring[kDepth];
+#pragma unroll
+    for (int s = 0; s < kDepth; ++s) {
+        const int64_t kb = warp + int64_t{s} * warps;
+        ring[s] = kb < kblocks ? load_kblock(w_lo, w_hi, kb, chunk_ok(kb), row_lo, row_hi)
+                               : WeightLoads{};
+    }
+    for (int64_t base = warp; base < kblocks; base += int64_t{kDepth} * warps) {
+#pragma unroll
+        for (int s = 0; s < kDepth; ++s) {
+            const int64_t kb = base + int64_t{s} * warps;
+            if (kb >= kblocks) break;  // warp-uniform
+            const WeightLoads w = ring[s];
+            const int64_t nb = kb + int64_t{kDepth} * warps;
+            if (nb < kblocks) ring[s] = load_kblock(w_lo, w_hi, nb, chunk_ok(nb), row_lo, row_hi);
+            // x comes from L1/L2 (every row tile reads it): loaded just in time.
+            uint4 xv[4] = {};
+            if (token && chunk_ok(kb)) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) xv[q] = load_x(xg + kb * kBlockCols + 16 * q);
+            }
+            const int64_t gi = groups == 1 ? 0 : kb * kBlockCols / group;
+            if (gi != cur) {
+                if (cur >= 0) flush();
+                cur = gi;
+            }
+            multiply_kblock(w, xv, d);
         }
-        multiply_kblock(l, d);
     }
     if (cur >= 0) flush();
     __syncthreads();

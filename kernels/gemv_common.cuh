@@ -1,0 +1,144 @@
+// Pieces the fast GEMV kernels (tern24_gemv.cu, bt_gemv.cu) share: a warp sum, the per-row store
+// of one output row over its scale groups (int32 accumulators, or the fused epilogue summing the
+// groups in increasing g), and the launch geometry (warps per block fitted to shared memory, a
+// persistent grid sized by occupancy). Device code plus host launch helpers; no LibTorch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/error.h"
+#include "kernels/cuda_check.h"
+#include "kernels/epilogue.cuh"
+#include "kernels/product.h"
+
+namespace trit::kernels::gemv {
+
+constexpr int kWarp = 32;
+constexpr int kMaxTokens = 8;
+constexpr int kMaxWarps = 8;
+// Static + dynamic shared memory a block may ask for: under the H100's 227 KB opt-in limit (the
+// launcher also checks the device's). A shape needing more is rejected (the generic kernel runs).
+constexpr int64_t kSmemBudget = 200 * 1024;
+
+// Integer sum over the warp, in every lane. Exact in any order (wraps mod 2^32 like the int32 sum).
+__device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Output row j for a single scale group: tot[t] (every lane holds it) for tokens t < M.
+template <int M>
+__device__ __forceinline__ void store_one_group(const ProductOut& o, int64_t n, int64_t j,
+                                                const uint32_t (&tot)[M], int lane) {
+#pragma unroll
+    for (int t = 0; t < M; ++t) {
+        if (lane != t) continue;  // token t's lane writes: indices stay compile-time
+        const auto a = static_cast<int32_t>(tot[t]);
+        if (o.acc != nullptr) {
+            o.acc[t * n + j] = a;
+        } else {
+            const float s = detail::epilogue_add(0.0f, detail::epilogue_w_scale(o, j, 1)[0], a);
+            o.y[t * n + j] = detail::epilogue_finish(o, s, t, j);
+        }
+    }
+}
+
+// Output row j over G scale groups from the warp's shared accumulators sacc (M, G), which the
+// lanes filled with atomics; leaves sacc zeroed for the next row. The fused epilogue forms the
+// products w_scale * acc in parallel, then lane t sums them for token t in increasing g: the same
+// operations, in the same order, as epilogue_add.
+template <int M>
+__device__ void store_groups(const ProductOut& o, int64_t n, int64_t j, int G, int32_t* sacc,
+                             int lane) {
+    __syncwarp();
+    if (o.acc != nullptr) {
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+            int32_t* dst = o.acc + (t * n + j) * G;
+            for (int g = lane; g < G; g += kWarp) {
+                dst[g] = sacc[t * G + g];
+                sacc[t * G + g] = 0;
+            }
+        }
+        __syncwarp();
+        return;
+    }
+    const float* ws = detail::epilogue_w_scale(o, j, G);
+    for (int g = lane; g < G; g += kWarp) {
+        const float s = ws[g];
+#pragma unroll
+        for (int t = 0; t < M; ++t)
+            sacc[t * G + g] = __float_as_int(__fmul_rn(s, __int2float_rn(sacc[t * G + g])));
+    }
+    __syncwarp();
+    if (lane < M) {
+        const int32_t* p = sacc + lane * G;
+        float s = 0.0f;
+        for (int g = 0; g < G; ++g) s = __fadd_rn(s, __int_as_float(p[g]));
+        o.y[lane * n + j] = detail::epilogue_finish(o, s, lane, j);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int t = 0; t < M; ++t)
+        for (int g = lane; g < G; g += kWarp) sacc[t * G + g] = 0;
+    __syncwarp();
+}
+
+// Blocks of a persistent grid over `rows` rows, `warps` rows at a time: no more blocks than fit on
+// the device at once, so each block builds its tables and stages x once for several rows.
+// Raises the kernel's dynamic shared memory limit when it needs more than the default 48 KB and
+// throws (naming `who`) when the device cannot give it. The device queries run once per kernel,
+// device, warps and shared memory size: a GEMV takes a few microseconds, the queries about as long.
+template <typename Kernel>
+unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
+    int dev = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&dev));
+    using Key = std::tuple<const void*, int, int, int64_t>;
+    static std::mutex mutex;
+    static std::map<Key, int64_t> resident;  // blocks the device holds at once
+    const Key key{reinterpret_cast<const void*>(kernel), dev, warps, smem};
+    int64_t at_once = 0;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        const auto it = resident.find(key);
+        if (it != resident.end()) at_once = it->second;
+    }
+    if (at_once == 0) {
+        int sms = 0, optin = 0;
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        cudaFuncAttributes attr{};
+        TRIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+        const int64_t total = smem + static_cast<int64_t>(attr.sharedSizeBytes);
+        TRIT_CHECK(total <= optin, who, ": needs ", total,
+                   " bytes of shared memory per block, the device gives at most ", optin);
+        TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+        int per_sm = 0;
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel, warps * kWarp, static_cast<size_t>(smem)));
+        at_once = int64_t{sms} * std::max(per_sm, 1);
+        std::lock_guard<std::mutex> lock(mutex);
+        resident[key] = at_once;
+    }
+    const int64_t want = (rows + warps - 1) / warps;
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, at_once)));
+}
+
+// Largest warps per block (8, 4, 2, 1) whose shared memory, smem_for(warps), fits the budget; 0
+// when none does.
+template <typename SmemFor>
+int fit_warps(SmemFor smem_for) {
+    for (int w = kMaxWarps; w >= 1; w /= 2)
+        if (smem_for(w) <= kSmemBudget) return w;
+    return 0;
+}
+
+}  // namespace trit::kernels::gemv

@@ -1,0 +1,144 @@
+// GPU tests of the bt GEMV (kernels/bt_gemv.h): int32 accumulators and fused epilogue bit-exact
+// against the CPU references for d = 1..4 over a shape table (m = 1, 2, 3, 8; n = 1 .. 2560 with
+// odd n, so rows start at every byte offset; k with every tail length k % 5, from one quintet to
+// 14336; group = k, 64 (boundaries inside quintets), 128, 40, 100 and larger than k; x over the full
+// int8 range, -128 included), auto dispatch, and its contract rules on the host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/bt_gemv.h"
+#include "kernels/product.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductPath;
+using ::testing::HasSubstr;
+
+struct Shape {
+    int64_t m, n, k, group;
+};
+
+class BtGemv : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+const std::vector<Shape> kShapes = {
+    {1, 1, 5, 5},          {1, 3, 7, 64},          {2, 17, 64, 64},       {3, 17, 65, 64},
+    {8, 130, 320, 64},     {1, 130, 784, 784},     {2, 17, 784, 64},      {3, 3, 2560, 128},
+    {1, 2560, 2560, 64},   {8, 17, 2560, 2560},    {1, 17, 4100, 64},     {2, 130, 4096, 64},
+    {1, 17, 4096, 1 << 18}, {8, 3, 4096, 40},      {3, 17, 6912, 100},    {1, 5, 14336, 64},
+    {2, 3, 14336, 14336},  {8, 9, 1283, 128},      {1, 31, 1001, 1001},   {2, 33, 3, 3},
+};
+
+TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
+    uint64_t seed = 500;
+    for (int depth = 1; depth <= 4; ++depth)
+        for (const Shape& s : kShapes) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = depth;
+            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+            c.seed = ++seed;
+            c.per_tensor_scale = seed % 2 == 0;
+            c.bias = seed % 3 != 0;
+            trit::gputest::check_product_case(c, ProductPath::kGemv);
+        }
+}
+
+// x at the int8 extremes only: with d = 4 (|code| <= 40) every byte of the dp4a and the column-4
+// product reach their largest magnitudes.
+TEST_F(BtGemv, TakesTheFullInt8Range) {
+    for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}})
+        for (int depth : {2, 4}) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = depth;
+            c.m = 8, c.n = 33, c.k = 1027, c.group = 64;
+            c.x_lo = lo, c.x_hi = hi;
+            c.seed = 91 + static_cast<uint64_t>(hi) + depth;
+            trit::gputest::check_product_case(c, ProductPath::kGemv);
+        }
+}
+
+TEST_F(BtGemv, AutoDispatchPicksItForSmallM) {
+    ProductCase c;
+    c.format = Format::kBt;
+    c.depth = 2;
+    c.m = 2, c.n = 48, c.k = 4096, c.group = 64;
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+    c.group = 16;  // off the contract: the generic kernel
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+}
+
+PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a) {
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = depth;
+    w.a = a;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+uint8_t g_codes[64];
+int8_t g_x[64];
+
+// The kernel's own rules come back from its rejects; check_product's (own = false) only from the
+// launcher, which checks them first.
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule,
+                 bool own = true) {
+    if (own) {
+        EXPECT_THAT(trit::kernels::bt_gemv_rejects(w, x, m, group), HasSubstr(rule));
+    }
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        trit::kernels::bt_gemv(w, x, m, group, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const trit::Error& e) {
+        const std::string shape = "m=" + std::to_string(m) + ", n=" + std::to_string(w.n) +
+                                  ", k=" + std::to_string(w.k) + ", group=" + std::to_string(group) + "): ";
+        EXPECT_THAT(e.what(), HasSubstr("bt_gemv (bt, " + shape));
+        EXPECT_THAT(e.what(), HasSubstr(rule));
+    }
+}
+
+TEST(BtGemvContract, RejectsEachRuleNamingTheShape) {
+    // No alignment rule: any row start, any x.
+    EXPECT_EQ(trit::kernels::bt_gemv_rejects(bt(2, 4, 4096, g_codes + 1), g_x + 3, 8, 64), "");
+    EXPECT_EQ(trit::kernels::bt_gemv_rejects(bt(2, 4, 7, g_codes), g_x, 1, 7), "");
+    EXPECT_EQ(trit::kernels::bt_gemv_rejects(bt(2, 4, 100, g_codes), g_x, 1, 40), "");
+    EXPECT_EQ(trit::kernels::bt_gemv_rejects(bt(4, 4, 100, g_codes), g_x, 1, 1000), "");
+    expect_rule(bt(2, 4, 4096, g_codes), g_x, 9, 64, "m must be in 1..8");
+    expect_rule(bt(2, 4, 4096, g_codes), g_x, 1, 39,
+                "group must be >= k or >= 40 (a lane's 40 columns may meet at most two groups)");
+    expect_rule(bt(1, 4, 100, g_codes), g_x, 2, 5, "group must be >= k or >= 40");
+    // 8 tokens of x at k = 2^18 need about 8 * 2^18 * 9 / 8 bytes of shared memory.
+    expect_rule(bt(2, 4, 1 << 18, g_codes), g_x, 8, 1 << 18, "must fit");
+    // check_product's rules come first.
+    expect_rule(bt(5, 4, 64, g_codes), g_x, 1, 64, "bt depth must be in 1..4", /*own=*/false);
+}
+
+TEST(BtGemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
+    std::string why;
+    for (int64_t k : {2560, 4096, 6912, 14336})
+        for (int64_t m : {1, 8}) {
+            EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, k, g_codes + 1), g_x, m, 64, &why),
+                      ProductPath::kGemv) << "k=" << k << " m=" << m << ": " << why;
+            EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, k, g_codes), g_x, m, k, &why),
+                      ProductPath::kGemv) << "k=" << k << " m=" << m << ": " << why;
+        }
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 1, 32, &why), ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("group must be >= k or >= 40"));
+    EXPECT_NE(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 9, 64, &why), ProductPath::kGemv);
+}
+
+}  // namespace

@@ -1,0 +1,144 @@
+// GPU tests of the tern24 GEMV (kernels/tern24_gemv.h): int32 accumulators and fused epilogue
+// bit-exact against the CPU references over a shape table (m = 1, 2, 3, 8; n = 1 .. 2560 with odd
+// n; k from one 128-column chunk to more than two chunks per lane; group = k, 32, 64, 128, 384 and
+// larger than k; x over the full int8 range, -128 included), auto dispatch, and its contract rules
+// on the host (each rule rejected with m, n, k and group in the message).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/product.h"
+#include "kernels/tern24_gemv.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductPath;
+using ::testing::HasSubstr;
+
+struct Shape {
+    int64_t m, n, k, group;
+};
+
+class Tern24Gemv : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+TEST_F(Tern24Gemv, MatchesTheReferenceOverTheShapeTable) {
+    const std::vector<Shape> shapes = {
+        {1, 1, 128, 128},      {1, 3, 128, 1000},     {2, 17, 256, 64},     {3, 130, 384, 32},
+        {8, 17, 640, 128},     {1, 2560, 2560, 2560}, {1, 130, 2560, 64},   {2, 130, 2560, 128},
+        {3, 17, 4096, 4096},   {8, 130, 4096, 64},    {1, 3, 4096, 1 << 20}, {8, 3, 14336, 14336},
+        {1, 17, 14336, 64},    {2, 1, 6912, 384},     {8, 130, 1152, 32},   {3, 2560, 1024, 256},
+        {1, 17, 8320, 8320},   {2, 5, 768, 512},
+    };
+    uint64_t seed = 300;
+    for (const Shape& s : shapes) {
+        ProductCase c;
+        c.format = Format::kTern24;
+        c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+        c.seed = ++seed;
+        c.per_tensor_scale = seed % 2 == 0;
+        c.bias = seed % 3 != 0;
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
+}
+
+// x at the int8 extremes only: |x * code| sums of -128 and 127 reach every byte of the dp4a.
+TEST_F(Tern24Gemv, TakesTheFullInt8Range) {
+    for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}}) {
+        ProductCase c;
+        c.format = Format::kTern24;
+        c.m = 8, c.n = 33, c.k = 1024, c.group = 64;
+        c.x_lo = lo, c.x_hi = hi;
+        c.seed = 77 + static_cast<uint64_t>(hi);
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
+}
+
+TEST_F(Tern24Gemv, AutoDispatchPicksItForSmallM) {
+    ProductCase c;
+    c.format = Format::kTern24;
+    c.m = 2, c.n = 48, c.k = 512, c.group = 128;
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+    c.k = 784, c.group = 784;  // off the contract: the generic kernel
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+}
+
+PackedWeights tern24(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
+    PackedWeights w;
+    w.format = Format::kTern24;
+    w.a = mask;
+    w.b = signs;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+alignas(16) uint8_t g_mask[64];
+alignas(16) uint8_t g_signs[64];
+alignas(16) int8_t g_x[64];
+
+// The kernel's own rules come back from its rejects; check_product's (own = false) only from the
+// launcher, which checks them first.
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule,
+                 bool own = true) {
+    if (own) {
+        EXPECT_THAT(trit::kernels::tern24_gemv_rejects(w, x, m, group), HasSubstr(rule));
+    }
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        trit::kernels::tern24_gemv(w, x, m, group, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const trit::Error& e) {
+        const std::string shape = "m=" + std::to_string(m) + ", n=" + std::to_string(w.n) +
+                                  ", k=" + std::to_string(w.k) + ", group=" + std::to_string(group) + "): ";
+        EXPECT_THAT(e.what(), HasSubstr("tern24_gemv (tern24, " + shape));
+        EXPECT_THAT(e.what(), HasSubstr(rule));
+    }
+}
+
+TEST(Tern24GemvContract, RejectsEachRuleNamingTheShape) {
+    const PackedWeights ok = tern24(4, 256, g_mask, g_signs);
+    EXPECT_EQ(trit::kernels::tern24_gemv_rejects(ok, g_x, 8, 256), "");
+    EXPECT_EQ(trit::kernels::tern24_gemv_rejects(ok, g_x, 1, 32), "");
+    EXPECT_EQ(trit::kernels::tern24_gemv_rejects(ok, g_x, 1, 64), "");
+    EXPECT_EQ(trit::kernels::tern24_gemv_rejects(ok, g_x, 1, 128), "");
+    EXPECT_EQ(trit::kernels::tern24_gemv_rejects(ok, g_x, 1, 1000), "");
+    expect_rule(ok, g_x, 9, 256, "m must be in 1..8");
+    expect_rule(tern24(4, 320, g_mask, g_signs), g_x, 1, 320, "k must be a positive multiple of 128");
+    expect_rule(tern24(4, 65, g_mask, g_signs), g_x, 1, 65, "k must be a positive multiple of 128");
+    expect_rule(tern24(4, 512, g_mask, g_signs), g_x, 1, 96, "group must be >= k, 32, 64 or a multiple of 128");
+    expect_rule(tern24(4, 512, g_mask, g_signs), g_x, 1, 16, "group must be >= k, 32, 64 or a multiple of 128");
+    expect_rule(tern24(4, 256, g_mask + 8, g_signs), g_x, 1, 256, "the mask and x must be 16-byte aligned");
+    expect_rule(ok, g_x + 4, 1, 256, "the mask and x must be 16-byte aligned");
+    expect_rule(tern24(4, 256, g_mask, g_signs + 4), g_x, 1, 256, "the signs must be 8-byte aligned");
+    // 8 tokens of x at k = 2^18 need 8 * 2^18 * 9 / 8 bytes of shared memory.
+    expect_rule(tern24(4, 1 << 18, g_mask, g_signs), g_x, 8, 1 << 18, "must fit");
+    // check_product's rules come first.
+    expect_rule(tern24(4, 256, g_mask, nullptr), g_x, 1, 256, "tern24 needs its signs array", /*own=*/false);
+}
+
+TEST(Tern24GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
+    std::string why;
+    EXPECT_EQ(trit::kernels::choose_path(tern24(2560, 2560, g_mask, g_signs), g_x, 1, 2560, &why),
+              ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern24(4096, 14336, g_mask, g_signs), g_x, 8, 64, &why),
+              ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern24(6912, 2560, g_mask, g_signs), g_x, 3, 128, &why),
+              ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern24(4096, 784, g_mask, g_signs), g_x, 1, 784, &why),
+              ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("k must be a positive multiple of 128"));
+    EXPECT_NE(trit::kernels::choose_path(tern24(4096, 4096, g_mask, g_signs), g_x, 9, 4096, &why),
+              ProductPath::kGemv);
+}
+
+}  // namespace

@@ -68,6 +68,7 @@ Gpu::Gpu(const KernelBenchOptions& o) : o_(o) {
     int l2 = 0;
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
     l2_ = std::max(l2, 1 << 20);
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, 0));
     TRIT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TRIT_CUDA_CHECK(cudaEventCreate(&start_));
     TRIT_CUDA_CHECK(cudaEventCreate(&stop_));

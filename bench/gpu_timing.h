@@ -115,6 +115,7 @@ class Gpu {
     cudaStream_t stream() const { return stream_; }
     cublasHandle_t cublas() const { return cublas_; }
     int64_t l2() const { return l2_; }
+    int sm_count() const { return sm_count_; }
 
     // Times call(i) (i = the rotation copy to use): one checked call (a trit::Error from it, a
     // kernel's contract or a cuBLAS refusal, reaches the caller untimed), up to o.warmup warm-up
@@ -128,6 +129,7 @@ class Gpu {
 
     const KernelBenchOptions& o_;
     int64_t l2_ = 0;
+    int sm_count_ = 1;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
     cublasHandle_t cublas_ = nullptr;

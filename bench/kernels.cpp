@@ -14,8 +14,11 @@
 #include "bench/gpu_timing.h"
 #include "core/error.h"
 #include "exporters/format_table.h"
+#include "exporters/formats/tbits.h"
 #include "exporters/half.h"
 #include "kernels/act_int8.h"
+#include "kernels/act_pack.h"
+#include "kernels/bin1_gemm.h"
 #include "kernels/cuda_check.h"
 #include "kernels/product.h"
 
@@ -24,9 +27,17 @@ namespace {
 
 namespace kn = trit::kernels;
 namespace ex = trit::exporters;
+namespace fm = trit::formats;
 using namespace trit::bench::gpu;  // NOLINT: this file's own helpers, split out for size
 
 constexpr int64_t kBtGroup = 64;  // bt's scale group along k (the container's default)
+// pack+b1_gemm's per-tensor activation scale: x in [-1, 1] / (2/3) rounds to -1, 0, +1 a third
+// each (|x| > 1/3 is nonzero), the spread of random_planes' ternary codes.
+constexpr float kTernActScale = 2.0f / 3.0f;
+
+bool runs_at(const KernelFormat& f, int64_t m) {
+    return m >= f.min_m && m <= f.max_m;
+}
 
 // splitmix64: fast enough to fill a few hundred MB of random weights per shape.
 class Rng {
@@ -95,6 +106,78 @@ struct PackedSet {
     }
 };
 
+// Random valid tbits planes of (rows, k): ternary {-1, 0, +1} (2 planes), bool {0, 1} or binary
+// +-1 (1 plane), each value equally likely, packed by the CPU reference (padding bits 0).
+enum class PlaneKind { kTernary, kBool, kBinary };
+
+std::vector<uint32_t> random_planes(PlaneKind kind, int64_t rows, int64_t k, Rng& rng) {
+    std::vector<int8_t> codes(static_cast<size_t>(rows * k));
+    for (int8_t& v : codes)
+        v = static_cast<int8_t>(kind == PlaneKind::kTernary ? rng.below(3) - 1
+                                : kind == PlaneKind::kBool  ? rng.below(2)
+                                                            : 2 * rng.below(2) - 1);
+    const int planes = kind == PlaneKind::kTernary ? fm::kTbitsTernaryPlanes : 1;
+    std::vector<uint32_t> out(static_cast<size_t>(planes * rows * fm::tbits_row_words(k)));
+    if (kind == PlaneKind::kTernary) fm::tbits_ternary_pack(codes.data(), rows, k, out.data());
+    if (kind == PlaneKind::kBool) fm::tbits_bool_pack(codes.data(), rows, k, out.data());
+    if (kind == PlaneKind::kBinary) fm::tbits_binary_pack(codes.data(), rows, k, out.data());
+    return out;
+}
+
+kn::Bin1GemmCase b1_case(const std::string& name) {
+    if (name == "bool_tern") return kn::Bin1GemmCase::kBoolTern;
+    if (name == "tern_tern") return kn::Bin1GemmCase::kTernTern;
+    return kn::Bin1GemmCase::kBinTern;
+}
+
+// One b1 GEMM case's b operand for one shape, [planes | scale | bias] in one ring element, rotated
+// like the weights: bin1_tern the bin1 weights' plane (n, k) (bit = code == +1: the bin1 array
+// itself when k % 256 == 0) with per-channel scales and a bias, as a BWTA linear layer; bool_tern
+// V and tern_tern K as ternary planes (n, k) with one per-tensor scale and no bias, as attention
+// scales its scores and outputs (per-tensor activation scales, 1/sqrt(d) folded in).
+struct B1Set {
+    std::string name;
+    kn::Bin1GemmCase c = kn::Bin1GemmCase::kBinTern;
+    int64_t n = 0, k = 0, scale_rows = 1;
+    int64_t off_scale = 0, off_bias = -1;
+    double b_bytes = 0, scale_bytes = 0;  // scale_bytes: scales + bias
+    Ring ring;
+    const uint32_t* b(int64_t copy) const {
+        return reinterpret_cast<const uint32_t*>(ring.at(copy));
+    }
+    const float* scale(int64_t copy) const {
+        return reinterpret_cast<const float*>(ring.at(copy) + off_scale);
+    }
+    const float* bias(int64_t copy) const {
+        return off_bias < 0 ? nullptr : reinterpret_cast<const float*>(ring.at(copy) + off_bias);
+    }
+};
+
+B1Set make_b1_set(const std::string& name, int64_t n, int64_t k, int64_t l2, Rng& rng) {
+    B1Set s;
+    s.name = name, s.c = b1_case(name), s.n = n, s.k = k;
+    const bool linear = s.c == kn::Bin1GemmCase::kBinTern;
+    const std::vector<uint32_t> planes =
+        random_planes(linear ? PlaneKind::kBinary : PlaneKind::kTernary, n, k, rng);
+    s.scale_rows = linear ? n : 1;
+    std::vector<float> scales(static_cast<size_t>(s.scale_rows)), bias;
+    for (float& v : scales)
+        v = rng.uniform(0.005f, 0.02f);
+    std::vector<uint8_t> image;
+    append(image, planes.data(), planes.size() * sizeof(uint32_t));
+    s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
+    if (linear) {
+        bias.resize(static_cast<size_t>(n));
+        for (float& v : bias)
+            v = rng.uniform(-0.1f, 0.1f);
+        s.off_bias = append(image, bias.data(), bias.size() * sizeof(float));
+    }
+    s.b_bytes = static_cast<double>(planes.size() * sizeof(uint32_t));
+    s.scale_bytes = static_cast<double>((scales.size() + bias.size()) * sizeof(float));
+    s.ring = make_ring(image, l2);
+    return s;
+}
+
 kn::Format kernel_format(ex::WeightFormat f) {
     switch (f) {
         case ex::WeightFormat::kTern2:
@@ -156,9 +239,12 @@ kn::ProductPath product_path(const std::string& name) {
 }
 
 // Per (shape, m): the inputs every case of that m shares. x is not rotated: the weights are the
-// stream that matters at small m, and at large m x is read many times per call anyway.
+// stream that matters at small m, and at large m x is read many times per call anyway. The b1
+// rows' a operands: a_tern (2, m, words) ternary, a_bool (1, m, words), a_q the quantizer's output
+// planes and act_scale its per-tensor scale (1 float).
 struct MInputs {
     std::unique_ptr<DeviceMem> x_i8, x_f16, x_scale, y_f32, y_f16, y_i32, q, q_scale;
+    std::unique_ptr<DeviceMem> a_tern, a_bool, a_q, act_scale;
 };
 
 // Runs every case of one shape; appends rows to `rep` and prints them.
@@ -187,13 +273,18 @@ class ShapeBench {
         // Extension points. A packed format is one PackedSet and runs through product() with
         // every path of --paths (bin1 already does with --formats bin1; to bench it by default,
         // add it to the default list in resolve_kernel_bench_args). Another kind of kernel
-        // (cuSPARSELt, a fused layer) is one more case in run_m: its setup, a KernelRow with the
-        // bytes it moves, and time_row(gpu_, row, copies, call) with call(i) enqueuing one call
-        // on gpu_.stream() using rotation copy i.
-        for (const KernelFormat& f : o_.formats)
-            if (std::any_of(o_.ms.begin(), o_.ms.end(), [&](int64_t m) { return m <= f.max_m; }))
+        // (cuSPARSELt, a fused layer) is one more case in run_m, as the b1 GEMMs are: its setup,
+        // a KernelRow with the bytes it moves, and time_row(gpu_, row, copies, call) with call(i)
+        // enqueuing one call on gpu_.stream() using rotation copy i.
+        for (const KernelFormat& f : o_.formats) {
+            if (std::none_of(o_.ms.begin(), o_.ms.end(), [&](int64_t m) { return runs_at(f, m); }))
+                continue;
+            if (is_b1_format(f.name))
+                b1_sets_.emplace_back(f, make_b1_set(f.name, n, k, gpu_.l2(), rng_));
+            else
                 sets_.emplace_back(
                     f, make_packed_set(ex::parse_format(f.name), n, k, gpu_.l2(), rng_));
+        }
         for (int64_t m : o_.ms)
             run_m(m);
     }
@@ -273,26 +364,32 @@ class ShapeBench {
         emit(i8, t16, t8);
 
         for (const auto& [f, set] : sets_) {
-            if (m > f.max_m) continue;
+            if (!runs_at(f, m)) continue;
             for (const std::string& p : o_.paths)
                 emit(product_row(set, p, m, in, false), t16, t8);
         }
 
         // The int8 activation quantizer on float input in [-1, 1] (rotated like weights: in a layer
-        // it follows other work), once per (m, k) over all shapes.
+        // it follows other work), once per (m, k) over all shapes; the same float x feeds the
+        // ternary planes quantizer of pack+b1_gemm.
         const bool act_row = act_done_.insert({m, k}).second;
-        if (m != 1 && !act_row) return;
-        in.q = std::make_unique<DeviceMem>(static_cast<size_t>(m * k));
-        in.q_scale = std::make_unique<DeviceMem>(static_cast<size_t>(m) * 4);
-        std::vector<float> xf(static_cast<size_t>(m * k));
-        for (float& v : xf)
-            v = rng_.uniform(-1.0f, 1.0f);
-        x_f32_ = make_ring(as_bytes(xf), gpu_.l2());
+        bool pack_rows = false;
+        for (const auto& [f, set] : b1_sets_)
+            pack_rows |= runs_at(f, m) && set.c == kn::Bin1GemmCase::kBinTern;
+        if (m == 1 || act_row || pack_rows) {
+            in.q = std::make_unique<DeviceMem>(static_cast<size_t>(m * k));
+            in.q_scale = std::make_unique<DeviceMem>(static_cast<size_t>(m) * 4);
+            std::vector<float> xf(static_cast<size_t>(m * k));
+            for (float& v : xf)
+                v = rng_.uniform(-1.0f, 1.0f);
+            x_f32_ = make_ring(as_bytes(xf), gpu_.l2());
+        }
         if (m == 1) {  // what a decode-step layer costs: quantize x, then the product
             for (const auto& [f, set] : sets_)
                 for (const std::string& p : o_.paths)
                     emit(product_row(set, p, m, in, true), t16, t8);
         }
+        run_b1(m, in, t16, t8);
         if (act_row) {
             KernelRow a = row("act_int8", "-", "-", m);
             a.model.clear();
@@ -346,6 +443,71 @@ class ShapeBench {
         return r;
     }
 
+    // The b1 GEMMs at this m: each case alone on pre-packed planes, and for bin1_tern also
+    // pack+b1_gemm (float x -> ternary planes by the fused quantizer, then the GEMM).
+    void run_b1(int64_t m, MInputs& in, double t16, double t8) {
+        const int64_t k = s_.k;
+        bool any = false, tern = false, boolean = false, linear = false;
+        for (const auto& [f, set] : b1_sets_) {
+            if (!runs_at(f, m)) continue;
+            any = true;
+            tern |= kn::bin1_gemm_planes_a(set.c) == 2;
+            boolean |= set.c == kn::Bin1GemmCase::kBoolTern;
+            linear |= set.c == kn::Bin1GemmCase::kBinTern;
+        }
+        if (!any) return;
+        in.act_scale = upload(std::vector<float>{kTernActScale});
+        if (tern) in.a_tern = upload(random_planes(PlaneKind::kTernary, m, k, rng_));
+        if (boolean) in.a_bool = upload(random_planes(PlaneKind::kBool, m, k, rng_));
+        if (linear)
+            in.a_q = std::make_unique<DeviceMem>(
+                static_cast<size_t>(fm::kTbitsTernaryPlanes * m * fm::tbits_row_words(k) * 4));
+        for (const auto& [f, set] : b1_sets_) {
+            if (!runs_at(f, m)) continue;
+            emit(b1_row(set, m, in, false), t16, t8);
+            if (set.c == kn::Bin1GemmCase::kBinTern) emit(b1_row(set, m, in, true), t16, t8);
+        }
+    }
+
+    // One b1 GEMM into float y through the fused epilogue. b1_gemm: the planes are given (bin1_tern
+    // with per-row x scales, as a layer fed by another kernel's planes; the attention cases with
+    // per-tensor scales on both sides); pack+b1_gemm: float x (rotated) is quantized with the
+    // per-tensor scale kTernActScale first, that scale then being the epilogue's x scale. The tile
+    // is bin1_gemm_choose_tile's, passed explicitly so the path column is the tile that ran (the
+    // same as kAuto's choice).
+    KernelRow b1_row(const B1Set& s, int64_t m, const MInputs& in, bool with_pack) {
+        const kn::Bin1GemmTile tile = kn::bin1_gemm_choose_tile(s.c, m, s.n, gpu_.sm_count());
+        KernelRow r =
+            row(with_pack ? "pack+b1_gemm" : "b1_gemm", s.name, kn::bin1_gemm_tile_name(tile), m);
+        const int planes_a = kn::bin1_gemm_planes_a(s.c);
+        const bool per_row = s.c == kn::Bin1GemmCase::kBinTern && !with_pack;
+        const double dm = static_cast<double>(m), dn = static_cast<double>(s.n),
+                     dk = static_cast<double>(s.k),
+                     plane_row = 4.0 * static_cast<double>(fm::tbits_row_words(s.k));
+        r.bytes = s.b_bytes + s.scale_bytes + planes_a * dm * plane_row + 4 * (per_row ? dm : 1) +
+                  4 * dm * dn;
+        if (with_pack)
+            r.bytes += 4 * dm * dk + planes_a * dm * plane_row;  // float x in, planes out
+        const uint32_t* a = with_pack       ? in.a_q->as<uint32_t>()
+                            : planes_a == 2 ? in.a_tern->as<uint32_t>()
+                                            : in.a_bool->as<uint32_t>();
+        const cudaStream_t stream = gpu_.stream();
+        time_row(gpu_, r, std::max(s.ring.count, with_pack ? x_f32_.count : 1), [&](int64_t i) {
+            if (with_pack)
+                kn::tbits_quantize_ternary(reinterpret_cast<const float*>(x_f32_.at(i)), m, s.k,
+                                           kTernActScale, in.a_q->as<uint32_t>(), stream);
+            kn::ProductOut out;
+            out.y = in.y_f32->as<float>();
+            out.w_scale = s.scale(i);
+            out.w_scale_rows = s.scale_rows;
+            out.x_scale = per_row ? in.x_scale->as<float>() : in.act_scale->as<float>();
+            out.x_scale_rows = per_row ? m : 1;
+            out.bias = s.bias(i);
+            kn::bin1_gemm(s.c, a, m, s.b(i), s.n, s.k, out, stream, tile);
+        });
+        return r;
+    }
+
     Gpu& gpu_;
     const KernelBenchOptions& o_;
     const KernelShape& s_;
@@ -355,6 +517,7 @@ class ShapeBench {
     Rng rng_;
     Ring w_f16_, w_i8_, x_f32_;
     std::vector<std::pair<KernelFormat, PackedSet>> sets_;
+    std::vector<std::pair<KernelFormat, B1Set>> b1_sets_;
 };
 
 }  // namespace
@@ -372,7 +535,7 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& ou
         << "); a sample is gated CUDA events "
         << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
         << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
-        << "call; path* = forced by --paths\n"
+        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile\n"
         << std::flush;
 
     // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.

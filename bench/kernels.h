@@ -1,6 +1,8 @@
-// Kernel benchmark (`trit bench kernels`): the packed-weight products (kernels/product.h) against
-// cuBLAS FP16 and INT8 on the same (m, n, k), next to the device-to-device copy bandwidth measured
-// in the same run, plus the int8 activation quantizer alone and fused with a product at m = 1.
+// Kernel benchmark (`trit bench kernels`): the packed-weight products (kernels/product.h) and the
+// b1 tensor-core GEMMs over tbits planes (kernels/bin1_gemm.h) against cuBLAS FP16 and INT8 on the
+// same (m, n, k), next to the device-to-device copy bandwidth measured in the same run, plus the
+// int8 activation quantizer alone and fused with a product at m = 1, and the fused float ->
+// ternary planes quantizer with the bin1 x ternary GEMM (a BWTA layer).
 //
 // Method (docs/BENCHMARKS.md): per case one checked call, then warm-up, then samples timed with
 // CUDA events. Each sample holds the stream behind a host-function gate until the host has enqueued
@@ -28,12 +30,23 @@ struct KernelShape {
     std::string model;
 };
 
-// A packed format to bench and the largest m it runs at (bt's only fast kernel is a gemv: larger m
-// would time the generic fallback, a correctness baseline, so the default list stops bt2 at 8).
+// A format to bench and the m range it runs at (bt's only fast kernel is a gemv: larger m would
+// time the generic fallback, a correctness baseline, so the default list stops bt2 at 8; the b1
+// GEMMs are GEMMs, tiled 16 rows at least, so the default list starts bin1_tern at 2).
 struct KernelFormat {
-    std::string name;  // exporters::parse_format name: tern2, tern24, bin1, bt1..bt4
+    // A packed weight format for product() (exporters::parse_format name: tern2, tern24, bin1,
+    // bt1..bt4), or a b1 GEMM case (is_b1_format: bin1_tern, bool_tern, tern_tern).
+    std::string name;
     int64_t max_m = INT64_MAX;
+    int64_t min_m = 1;
 };
+
+// The b1 GEMM cases --formats takes next to the packed formats, as kernels::bin1_gemm runs them:
+//     bin1_tern  bin1 weights (1 plane, (n, k)) x ternary activations (2 planes, (m, k))
+//     bool_tern  {0,1} attention Att (m, k) x ternary V (given as Vᵀ rows, (n, k))
+//     tern_tern  ternary Q (m, k) x ternary K (n, k)
+bool is_b1_format(const std::string& name);
+const char* b1_format_names();  // "bin1_tern, bool_tern, tern_tern"
 
 // The flags as typed (strings: every list is parsed and checked by resolve_kernel_bench_args).
 struct KernelBenchArgs {
@@ -47,35 +60,38 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    std::vector<std::string> paths;  // auto, gemv, gemm, generic
+    std::vector<std::string> paths;  // auto, gemv, gemm, generic (product() rows only)
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
     double budget_s = 1.0;  // timed GPU seconds per case, at least 5 samples
 };
 
 // The defaults: BitNet-2B, Llama-8B and BWTA projection shapes; m = 1, 16, 64, 256, 2048; tern2,
-// tern24, bt2 (m <= 8); path auto.
+// tern24, bt2 (m <= 8), bin1_tern (m >= 2); path auto.
 std::vector<KernelShape> default_kernel_shapes();
 
 // Parsers of one flag each; errors name the flag and say what was expected and what was given.
 std::vector<KernelShape> parse_shapes(const std::string& text);        // "NxK,NxK"
 std::vector<int64_t> parse_m_list(const std::string& text);            // "1,16,64"
-std::vector<KernelFormat> parse_format_list(const std::string& text);  // "tern2,bt2"
+std::vector<KernelFormat> parse_format_list(const std::string& text);  // "tern2,bin1_tern"
 std::vector<std::string> parse_path_list(const std::string& text);     // "auto,gemv"
-// Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,2048, 0.25 s per
+// Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,128,2048, 0.25 s per
 // case, each unless given), every value checked.
 KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& args);
 
 struct KernelRow {
-    std::string model;   // shape's model, "" for act_int8 and user shapes
-    std::string kernel;  // product, cublas_fp16, cublas_int8, act_int8, act_int8+product, copy
-    std::string format;  // tern2, tern24, bt2, fp16, int8, -
-    std::string path;    // path taken (auto: choose_path's), "gemv*" when forced by --paths, or -
+    std::string model;  // shape's model, "" for act_int8 and user shapes
+    // product, cublas_fp16, cublas_int8, act_int8, act_int8+product, b1_gemm, pack+b1_gemm, copy
+    std::string kernel;
+    std::string format;  // tern2, tern24, bt2, bin1_tern, bool_tern, tern_tern, fp16, int8, -
+    // product: path taken (auto: choose_path's), "gemv*" when forced by --paths; b1: the tile
+    // bin1_gemm_choose_tile picks (tiny, small, medium, large); else -
+    std::string path;
     int64_t m = 0, n = 0, k = 0;
     int64_t samples = 0, batch = 0;  // timed samples, calls per sample; 0 when not timed
     int64_t copies = 0;              // rotation copies of the weights (act_int8: of x)
     double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
-    double bytes = 0;  // bytes one call moves: weights (+ scales) + x (+ scales) + y
+    double bytes = 0;  // bytes one call moves: weights (+ scales, bias) + x (+ scales) + y
     double ops = 0;    // 2 * m * n * k, 0 where not a product
     double gbps = 0, pct_copy = 0, tops = 0;
     double vs_fp16 = 0, vs_int8 = 0;  // cuBLAS time / this time; 0 when not measured

@@ -50,6 +50,14 @@ std::string fixed(double v, int digits) {
 
 }  // namespace
 
+bool is_b1_format(const std::string& name) {
+    return name == "bin1_tern" || name == "bool_tern" || name == "tern_tern";
+}
+
+const char* b1_format_names() {
+    return "bin1_tern, bool_tern, tern_tern";
+}
+
 std::vector<KernelShape> default_kernel_shapes() {
     return {{2560, 2560, "BitNet-2B"}, {6912, 2560, "BitNet-2B"}, {2560, 6912, "BitNet-2B"},
             {4096, 4096, "Llama-8B"},  {14336, 4096, "Llama-8B"}, {4096, 14336, "Llama-8B"},
@@ -95,18 +103,22 @@ std::vector<int64_t> parse_m_list(const std::string& text) {
 std::vector<KernelFormat> parse_format_list(const std::string& text) {
     std::vector<KernelFormat> formats;
     for (const std::string& item : split_list(text)) {
+        if (is_b1_format(item)) {  // named formats run at every m
+            formats.push_back({item, INT64_MAX, 1});
+            continue;
+        }
         exporters::FormatId f;
         try {
             f = exporters::parse_format(item);
         } catch (const Error& e) {
-            TRIT_FAIL("--formats: ", e.what());
+            TRIT_FAIL("--formats: ", e.what(), "; or a b1 GEMM: ", b1_format_names());
         }
         TRIT_CHECK(f.packed(), "--formats: expected packed formats (", exporters::known_formats(),
-                   "), got '", item, "'");
-        formats.push_back({f.name(), INT64_MAX});
+                   ") or b1 GEMMs (", b1_format_names(), "), got '", item, "'");
+        formats.push_back({f.name(), INT64_MAX, 1});
     }
     TRIT_CHECK(!formats.empty(), "--formats: expected a comma-separated list of ",
-               exporters::known_formats(), ", got an empty list");
+               exporters::known_formats(), ", ", b1_format_names(), ", got an empty list");
     check_unique(
         "--formats", formats, [](const KernelFormat& f) { return f.name; }, text);
     return formats;
@@ -132,13 +144,15 @@ KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& a) {
     if (!a.ms.empty()) {
         o.ms = parse_m_list(a.ms);
     } else {
-        o.ms = a.quick ? std::vector<int64_t>{1, 64, 2048}
+        // 128: the bin1 x ternary target is stated at m >= 128 (docs/BENCHMARKS.md).
+        o.ms = a.quick ? std::vector<int64_t>{1, 64, 128, 2048}
                        : std::vector<int64_t>{1, 16, 64, 256, 2048};
     }
-    o.formats =
-        a.formats.empty()
-            ? std::vector<KernelFormat>{{"tern2", INT64_MAX}, {"tern24", INT64_MAX}, {"bt2", 8}}
-            : parse_format_list(a.formats);
+    o.formats = a.formats.empty() ? std::vector<KernelFormat>{{"tern2", INT64_MAX, 1},
+                                                              {"tern24", INT64_MAX, 1},
+                                                              {"bt2", 8, 1},
+                                                              {"bin1_tern", INT64_MAX, 2}}
+                                  : parse_format_list(a.formats);
     o.paths = a.paths.empty() ? std::vector<std::string>{"auto"} : parse_path_list(a.paths);
     if (a.reps_given) TRIT_CHECK(a.reps >= 1, "--reps: expected a sample count >= 1, got ", a.reps);
     if (a.warmup_given)
@@ -161,7 +175,7 @@ void finish_row(KernelRow& r, double copy_gbps) {
 std::string kernel_table_header() {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%-10s %-16s %-7s %-8s %5s %6s %6s %10s %10s %10s %8s %6s %7s %7s %7s\n", "model",
+                  "%-10s %-16s %-9s %-8s %5s %6s %6s %10s %10s %10s %8s %6s %7s %7s %7s\n", "model",
                   "kernel", "format", "path", "m", "n", "k", "median_us", "p10_us", "p90_us",
                   "GB/s", "%copy", "TOP/s", "xFP16", "xINT8");
     return buf;
@@ -169,7 +183,7 @@ std::string kernel_table_header() {
 
 std::string kernel_table_line(const KernelRow& r) {
     char head[160];
-    std::snprintf(head, sizeof head, "%-10s %-16s %-7s %-8s %5lld %6s %6lld ",
+    std::snprintf(head, sizeof head, "%-10s %-16s %-9s %-8s %5lld %6s %6lld ",
                   r.model.empty() ? "-" : r.model.c_str(), r.kernel.c_str(), r.format.c_str(),
                   r.path.c_str(), static_cast<long long>(r.m),
                   r.n > 0 ? std::to_string(r.n).c_str() : "-", static_cast<long long>(r.k));

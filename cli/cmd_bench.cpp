@@ -1,5 +1,5 @@
 // `trit bench ...`: benchmarks. `train` measures training throughput of recipes against the first;
-// `kernels` the packed-weight product kernels against cuBLAS on the GPU.
+// `kernels` the packed-weight product kernels and the b1 GEMMs against cuBLAS on the GPU.
 #include <fstream>
 #include <iostream>
 
@@ -15,9 +15,9 @@ namespace {
 std::function<int()> add_bench_kernels(CLI::App* sub) {
     auto a = std::make_shared<bench::KernelBenchArgs>();
     auto csv = std::make_shared<std::string>();
-    CLI::App* k = sub->add_subcommand(
-        "kernels",
-        "Packed-weight product kernels against cuBLAS FP16 and INT8 on the same shapes (CUDA GPU)");
+    CLI::App* k = sub->add_subcommand("kernels",
+                                      "Packed-weight product kernels and b1 tensor-core GEMMs "
+                                      "against cuBLAS FP16 and INT8 on the same shapes (CUDA GPU)");
     k->add_option(
         "--shapes", a->shapes,
         "Weight shapes NxK (out x in), comma-separated; default: BitNet-2B 2560x2560,6912x2560,"
@@ -25,22 +25,28 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
     k->add_option("--m", a->ms, "Rows of x (tokens), comma-separated; default 1,16,64,256,2048");
     k->add_option(
         "--formats", a->formats,
-        "Packed formats, comma-separated (tern2, tern24, bin1, bt1..bt4); default tern2,tern24,bt2 "
-        "with bt2 at m <= 8 only (its fast kernel is a gemv)");
+        "Comma-separated: packed formats for the int8-activation product (tern2, tern24, bin1, "
+        "bt1..bt4) and b1 GEMMs over bit planes (bin1_tern: bin1 weights x ternary activations, "
+        "timed alone and with the float -> ternary quantizer; bool_tern: {0,1} attention x "
+        "ternary V; tern_tern: ternary Q x ternary K); default tern2,tern24,bt2,bin1_tern with "
+        "bt2 at m <= 8 only (its fast kernel is a gemv) and bin1_tern at m >= 2");
     k->add_option("--paths", a->paths,
-                  "Product paths, comma-separated: auto, gemv, gemm, generic; default auto");
+                  "Product paths, comma-separated: auto, gemv, gemm, generic; default auto (the "
+                  "b1 GEMMs always run the tile their chooser picks, shown in the path column)");
     k->add_option("--reps", a->reps,
                   "Timed samples per case (at most; a case stops after ~1 s of GPU time)")
         ->capture_default_str();
     k->add_option("--warmup", a->warmup, "Untimed calls per case before timing")
         ->capture_default_str();
     k->add_flag("--quick", a->quick,
-                "Short run: 20 samples, 3 warm-up calls, m = 1,64,2048 (unless given)");
+                "Short run: 20 samples, 3 warm-up calls, m = 1,64,128,2048 (unless given)");
     k->add_option("--csv", *csv, "Also write the rows as CSV to this file");
     k->footer(
         "Method: docs/BENCHMARKS.md. Examples:\n"
         "  trit bench kernels --quick --csv bench-kernels.csv\n"
-        "  trit bench kernels --shapes 4096x4096 --m 1,16 --formats tern2 --paths auto,gemv");
+        "  trit bench kernels --shapes 4096x4096 --m 1,16 --formats tern2 --paths auto,gemv\n"
+        "  trit bench kernels --shapes 768x768,3072x768,768x3072 --m 128,256,2048 --formats "
+        "bin1_tern");
     return [a, csv, k]() {
         a->reps_given = k->count("--reps") > 0;
         a->warmup_given = k->count("--warmup") > 0;

@@ -9,6 +9,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "core/error.h"
@@ -16,6 +17,7 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/tern2_gemm_sm90.h"
 
 namespace trit::kernels {
 namespace {
@@ -360,7 +362,32 @@ bool aligned16(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
+
+// Auto dispatch sends m above this to the wgmma kernel (its CTA covers 128 tokens; below, the
+// mma.sync kernel's split-k fills the GPU better).
+constexpr int64_t kWgmmaMinM = 257;
+
 }  // namespace
+
+#if !defined(TRIT_HAVE_SM90A)
+namespace detail {
+bool tern2_gemm_sm90_built() {
+    return false;
+}
+void tern2_gemm_sm90(const Tern2GemmSm90Args&, int, cudaStream_t) {
+    TRIT_CHECK(false, "tern2_gemm_sm90: this build has no sm_90a kernels (nvcc < 12)");
+}
+}  // namespace detail
+#endif
+
+void set_tern2_gemm_variant(Tern2GemmVariant v) {
+    g_variant.store(v);
+}
+
+Tern2GemmVariant tern2_gemm_variant() {
+    return g_variant.load();
+}
 
 std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
@@ -380,13 +407,36 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     TRIT_CHECK(rule.empty(), "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
                ", group=", group, "): ", rule);
 
-    int device = 0, sms = 0, major = 0;
+    int device = 0, sms = 0, major = 0, minor = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     TRIT_CHECK(major >= 8, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
                "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", major, ".x");
     const bool clusters = major >= 9;
+
+    // The wgmma kernel: sm_90a code runs on 9.0 only; it keeps no per-group sums.
+    const bool one_group = fmt::acc_num_groups(w.k, group) == 1;
+    const bool hopper = detail::tern2_gemm_sm90_built() && major == 9 && minor == 0;
+    const Tern2GemmVariant variant = tern2_gemm_variant();
+    if (variant == Tern2GemmVariant::kWgmma) {
+        TRIT_CHECK(hopper && one_group, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
+                   ", group=", group, "): the forced wgmma kernel needs an sm_90a build, a ",
+                   "compute capability 9.0 device (this one: ", major, ".", minor,
+                   ") and one scale group (group >= k)");
+    }
+    if (variant == Tern2GemmVariant::kWgmma ||
+        (variant == Tern2GemmVariant::kAuto && hopper && one_group && m >= kWgmmaMinM)) {
+        detail::Tern2GemmSm90Args s;
+        s.codes = w.a;
+        s.x = x;
+        s.m = m;
+        s.n = w.n;
+        s.k = w.k;
+        s.out = out;
+        return detail::tern2_gemm_sm90(s, sms, stream);
+    }
 
     GemmArgs a;
     a.codes = w.a;

@@ -11,9 +11,14 @@
 // m and n need not be multiples of the tiles (rows past m or n are zero-filled and not stored);
 // k need not be a multiple of the k-tile (columns past k are zero-filled).
 //
-// Layout trick: any permutation of k applied to both mma operands leaves the dot product alone.
-// A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6], [8..14], [1..7],
-// [9..15] of the word; x is permuted the same way when its fragments are built (see .cu).
+// Kernels: on a compute capability 9.0 device (H100) with one scale group and m > 256, an sm_90a
+// wgmma kernel (kernels/tern2_gemm_sm90.h; weights as wgmma's M, tokens as N); otherwise the
+// mma.sync kernel below, which takes every call of the contract.
+//
+// Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
+// product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],
+// [8..14], [1..7], [9..15] of the word; x is permuted the same way when its fragments are built
+// (see .cu).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,5 +39,13 @@ std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t 
 // or when the device is older than sm_80.
 void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream);
+
+// Which kernel tern2_gemm runs: kAuto as described above; kMmaSync and kWgmma force one (tests and
+// benchmarks cover each on the shapes auto would not send it). A forced kWgmma throws, naming the
+// shape, where it cannot run: a build without sm_90a, a device other than 9.0, more than one group.
+enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma };
+// Process-wide (atomic); kAuto by default.
+void set_tern2_gemm_variant(Tern2GemmVariant v);
+Tern2GemmVariant tern2_gemm_variant();
 
 }  // namespace trit::kernels

@@ -70,6 +70,23 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
                 HasSubstr("--formats: expected packed formats"));
     EXPECT_THAT(error_of([] { bench::parse_format_list("bt5"); }), HasSubstr("'bt5'"));
 
+    // The b1 GEMM cases sit in the same list, named ones at every m.
+    const auto b1 = bench::parse_format_list("bin1_tern,tern2,bool_tern,tern_tern");
+    ASSERT_EQ(b1.size(), 4u);
+    EXPECT_EQ(b1[0].name, "bin1_tern");
+    EXPECT_EQ(b1[0].min_m, 1);
+    EXPECT_EQ(b1[0].max_m, INT64_MAX);
+    EXPECT_EQ(b1[2].name, "bool_tern");
+    EXPECT_EQ(b1[3].name, "tern_tern");
+    EXPECT_TRUE(bench::is_b1_format("bin1_tern"));
+    EXPECT_FALSE(bench::is_b1_format("bin1"));
+    EXPECT_THAT(error_of([] { bench::parse_format_list("bin1_bin1"); }),
+                HasSubstr("--formats: unknown format 'bin1_bin1'; known: tern2"));
+    EXPECT_THAT(error_of([] { bench::parse_format_list("bin1b"); }),
+                HasSubstr("or a b1 GEMM: bin1_tern, bool_tern, tern_tern"));
+    EXPECT_THAT(error_of([] { bench::parse_format_list("bin1_tern,bin1_tern"); }),
+                HasSubstr("--formats: 'bin1_tern' is listed twice"));
+
     EXPECT_EQ(bench::parse_path_list("auto,generic"),
               (std::vector<std::string>{"auto", "generic"}));
     EXPECT_THAT(
@@ -82,9 +99,13 @@ TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
     auto o = bench::resolve_kernel_bench_args(a);
     EXPECT_EQ(o.shapes.size(), 9u);
     EXPECT_EQ(o.ms, (std::vector<int64_t>{1, 16, 64, 256, 2048}));
-    ASSERT_EQ(o.formats.size(), 3u);
+    ASSERT_EQ(o.formats.size(), 4u);
     EXPECT_EQ(o.formats[2].name, "bt2");
     EXPECT_EQ(o.formats[2].max_m, 8);
+    EXPECT_EQ(o.formats[2].min_m, 1);
+    EXPECT_EQ(o.formats[3].name, "bin1_tern");  // a GEMM: from m = 2 up
+    EXPECT_EQ(o.formats[3].min_m, 2);
+    EXPECT_EQ(o.formats[3].max_m, INT64_MAX);
     EXPECT_EQ(o.paths, (std::vector<std::string>{"auto"}));
     EXPECT_EQ(o.reps, 100);
     EXPECT_EQ(o.warmup, 10);
@@ -93,7 +114,7 @@ TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
     o = bench::resolve_kernel_bench_args(a);
     EXPECT_EQ(o.reps, 20);
     EXPECT_EQ(o.warmup, 3);
-    EXPECT_EQ(o.ms, (std::vector<int64_t>{1, 64, 2048}));
+    EXPECT_EQ(o.ms, (std::vector<int64_t>{1, 64, 128, 2048}));  // 128: bin1_tern's target
     a.reps = 7, a.reps_given = true, a.ms = "16";
     o = bench::resolve_kernel_bench_args(a);  // given values win over --quick
     EXPECT_EQ(o.reps, 7);
@@ -134,6 +155,10 @@ TEST(BenchKernelsReport, TableAndCsvRows) {
     EXPECT_THAT(line, HasSubstr("1000.0"));
     EXPECT_THAT(line, HasSubstr("3.50"));
     EXPECT_THAT(bench::kernel_table_line(refused), HasSubstr("-- gemv: m <= 8"));
+    // The b1 rows' longer names fit their columns: the figures stay where the other rows' are.
+    bench::KernelRow b1 = r;
+    b1.kernel = "pack+b1_gemm", b1.format = "bin1_tern", b1.path = "medium";
+    EXPECT_EQ(bench::kernel_table_line(b1).find("1000.0"), line.find("1000.0"));
 
     std::istringstream csv(bench::kernel_csv(rep));
     std::string header, row1, row2;
@@ -168,6 +193,10 @@ TEST(BenchKernelsCli, BadFlagsFailBeforeAnyGpuWork) {
     EXPECT_EQ(h.exit_code, 0);
     EXPECT_THAT(h.output, HasSubstr("Example"));
     EXPECT_THAT(h.output, HasSubstr("--shapes"));
+    EXPECT_THAT(h.output, HasSubstr("bin1_tern"));
+    const auto f = trit::testing::run_trit("bench kernels --formats bin1_tern,bin1b");
+    EXPECT_EQ(f.exit_code, 1) << f.output;
+    EXPECT_THAT(f.output, HasSubstr("--formats: unknown format 'bin1b'"));
     EXPECT_THAT(trit::testing::run_trit("bench --help").output, HasSubstr("kernels"));
 }
 

@@ -48,6 +48,39 @@ const std::vector<GemmShape> kUnsplitShapes = {
     {257, 11264, 192, 192},  // large tile: 3 x 88 tiles
 };
 
+// Large m and one group: auto dispatch's wgmma shapes on an H100 (m > 256), and the wgmma kernel
+// forced over the awkward ones: m far below its 128-token tile, n off its 128 / 256 weight rows,
+// k off its 128-column k-tile (k = 64: half a tile), group > k. {300, 11200, 192} has enough
+// tiles for the 256-row tile on a 132-SM H100; the others take the 128-row tile.
+const std::vector<GemmShape> kOneGroupShapes = {
+    {9, 1, 64, 64},         {16, 3, 192, 192},      {17, 17, 256, 256},     {33, 130, 2560, 2560},
+    {64, 64, 256, 1000},    {128, 128, 128, 128},   {129, 129, 320, 320},   {300, 3, 64, 64},
+    {300, 130, 2560, 2560}, {256, 200, 768, 768},   {64, 70, 3072, 3072},   {2048, 768, 768, 768},
+    {300, 11200, 192, 192}, {513, 257, 4096, 4096}, {1000, 384, 448, 8192},
+};
+
+// Forces one tern2_gemm kernel for a test's lifetime.
+class VariantScope {
+  public:
+    explicit VariantScope(trit::kernels::Tern2GemmVariant v) {
+        trit::kernels::set_tern2_gemm_variant(v);
+    }
+    ~VariantScope() {
+        trit::kernels::set_tern2_gemm_variant(trit::kernels::Tern2GemmVariant::kAuto);
+    }
+    VariantScope(const VariantScope&) = delete;
+    VariantScope& operator=(const VariantScope&) = delete;
+};
+
+// Compute capability 9.0: where the sm_90a wgmma kernel runs.
+bool device_is_sm90() {
+    int device = 0, major = 0, minor = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+}
+
 class Tern2Gemm : public trit::gputest::RequiresGpu<::testing::Test> {};
 
 void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t seed) {
@@ -68,6 +101,58 @@ TEST_F(Tern2Gemm, MatchesTheReferenceOverTheShapeTable) {
 
 TEST_F(Tern2Gemm, MatchesTheReferenceWithoutSplitK) {
     run_shapes(kUnsplitShapes, ProductPath::kGemm, 201);
+}
+
+// Auto dispatch sends large m to the wgmma kernel on an H100: the mma.sync kernel, forced, over
+// every table (its large tile included).
+TEST_F(Tern2Gemm, MmaSyncKernelMatchesTheReference) {
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kMmaSync);
+    run_shapes(kGemmShapes, ProductPath::kGemm, 501);
+    run_shapes(kUnsplitShapes, ProductPath::kGemm, 601);
+    run_shapes(kOneGroupShapes, ProductPath::kGemm, 701);
+}
+
+TEST_F(Tern2Gemm, WgmmaKernelMatchesTheReference) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    run_shapes(kOneGroupShapes, ProductPath::kGemm, 801);
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, -127}}) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = 300, c.n = 130, c.k = 2560, c.group = 2560;
+        c.x_lo = lo, c.x_hi = hi;
+        c.seed = 901 + static_cast<uint64_t>(lo + 200);
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+    }
+}
+
+// The auto choice over large m, grouped and not (wgmma on an H100 for one group, mma.sync else).
+TEST_F(Tern2Gemm, AutoDispatchOverLargeM) {
+    run_shapes({{300, 130, 2560, 2560}, {300, 130, 1024, 128}, {2048, 768, 768, 768}},
+               ProductPath::kAuto, 1001);
+}
+
+TEST_F(Tern2Gemm, ForcedWgmmaRefusesWhatItCannotRun) {
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    trit::gputest::DeviceBuffer<uint8_t> codes(std::vector<uint8_t>(64 * 64, 0));
+    trit::gputest::DeviceBuffer<int8_t> x(std::vector<int8_t>(300 * 256, 1));
+    trit::gputest::DeviceBuffer<int32_t> acc(300 * 64 * 2);
+    trit::kernels::PackedWeights w;
+    w.format = Format::kTern2;
+    w.a = codes.get();
+    w.n = 64;
+    w.k = 256;
+    trit::kernels::ProductOut out;
+    out.acc = acc.get();
+    try {
+        trit::kernels::tern2_gemm(w, x.get(), 300, 128, out, nullptr);  // two groups
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("m=300"));
+        EXPECT_THAT(e.what(), HasSubstr("group=128"));
+        EXPECT_THAT(e.what(), HasSubstr("one scale group"));
+    }
 }
 
 TEST_F(Tern2Gemm, AutoDispatchRunsItForManyTokens) {

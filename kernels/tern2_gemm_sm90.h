@@ -1,0 +1,29 @@
+// The sm_90a (Hopper) kernel behind tern2_gemm (kernels/tern2_gemm.h) for many tokens and one
+// scale group: wgmma.mma_async with the decoded weights as the register A operand (weights are
+// the M rows, tokens the N columns) and x as the shared-memory B operand. Internal to the kernels:
+// tern2_gemm checks the contract and picks this path; tests force it through Tern2GemmVariant.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/product.h"
+
+namespace trit::kernels::detail {
+
+struct Tern2GemmSm90Args {
+    const uint8_t* codes = nullptr;  // (n, k / 4), 16-byte aligned rows (k % 64 == 0)
+    const int8_t* x = nullptr;       // (m, k), 16-byte aligned
+    int64_t m = 0, n = 0, k = 0;     // one scale group (group >= k)
+    ProductOut out;
+};
+
+// True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).
+bool tern2_gemm_sm90_built();
+
+// Launches on `stream`; the caller has checked the contract, one group and a compute capability
+// 9.0 device with `sms` SMs.
+void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream);
+
+}  // namespace trit::kernels::detail

@@ -13,8 +13,9 @@ namespace trit::kernels {
 const std::vector<FastKernel>& fast_kernels() {
     static const std::vector<FastKernel> table = {
         // rows: {format, path, min_m, max_m, rejects, launch}
-        {Format::kTern2, ProductPath::kGemm, 9, std::numeric_limits<int64_t>::max(), tern2_gemm_rejects, tern2_gemm},
         {Format::kTern2, ProductPath::kGemv, 1, kTern2GemvMaxM, tern2_gemv_rejects, tern2_gemv},
+        // m <= 8 calls the GEMV declines (m * k over its shared-memory stage) run here too.
+        {Format::kTern2, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern2_gemm_rejects, tern2_gemm},
         {Format::kTern24, ProductPath::kGemv, 1, 8, tern24_gemv_rejects, tern24_gemv},
         {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},
     };

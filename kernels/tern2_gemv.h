@@ -4,7 +4,8 @@
 //   - k % 64 == 0, so every row is a whole number of 16-byte chunks of 64 weights;
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are);
 //   - one scale group (group >= k), or group % 256 == 0 with at most 64 groups (256 columns is
-//     the k-block one warp multiplies at a time, and the per-group sums live in shared memory).
+//     the k-block one warp multiplies at a time, and the per-group sums live in shared memory);
+//   - m * k <= 114688 (each block stages x in shared memory; larger calls go to tern2_gemm).
 // n is free (rows past n are predicated off). tern2_gemv_rejects names the first rule a call
 // breaks ("" when it takes it); tern2_gemv throws trit::Error with that rule, m, n, k and group.
 #pragma once

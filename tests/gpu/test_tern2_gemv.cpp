@@ -45,6 +45,13 @@ TEST_F(Tern2Gemv, MatchesTheReferenceOverTheShapeTable) {
     }
 }
 
+TEST_F(Tern2Gemv, SmallMBeyondItsSharedMemoryStageRunsOnTheGemm) {
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 8, c.n = 40, c.k = 16384, c.group = 16384;
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+}
+
 TEST_F(Tern2Gemv, AutoDispatchPicksItForSmallM) {
     ProductCase c;
     c.format = Format::kTern2;
@@ -75,6 +82,9 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
                 HasSubstr("multiple of 256"));
     EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256 * 65, codes), x, 1, 256),
                 HasSubstr("at most 64 scale groups"));
+    EXPECT_EQ(trit::kernels::tern2_gemv_rejects(tern2(4, 14336, codes), x, 8, 14336), "");
+    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 16384, codes), x, 8, 16384),
+                HasSubstr("m * k must be <= 114688"));
 
     int32_t acc[1];
     trit::kernels::ProductOut out;
@@ -94,6 +104,8 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 1, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 784, codes), x, 1, 784, &why), ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
+    // x too large for the GEMV's shared-memory stage: the GEMM takes the call.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 16384, &why), ProductPath::kGemm) << why;
 }
 
 }  // namespace

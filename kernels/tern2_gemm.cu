@@ -426,8 +426,14 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    "compute capability 9.0 device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
+    // Auto dispatch does not take the wgmma kernel yet: its results are bit-exact on the H100,
+    // but compute-sanitizer racecheck reports shared-memory hazards between the producer's
+    // cp.async writes and the consumers' reads (2026-11-22), not yet resolved. Opt in with
+    // set_tern2_gemm_variant(Tern2GemmVariant::kWgmma).
+    constexpr bool kWgmmaInAuto = false;
     if (variant == Tern2GemmVariant::kWgmma ||
-        (variant == Tern2GemmVariant::kAuto && hopper && one_group && m >= kWgmmaMinM)) {
+        (kWgmmaInAuto && variant == Tern2GemmVariant::kAuto && hopper && one_group &&
+         m >= kWgmmaMinM)) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;

@@ -11,9 +11,9 @@
 // m and n need not be multiples of the tiles (rows past m or n are zero-filled and not stored);
 // k need not be a multiple of the k-tile (columns past k are zero-filled).
 //
-// Kernels: on a compute capability 9.0 device (H100) with one scale group and m > 256, an sm_90a
-// wgmma kernel (kernels/tern2_gemm_sm90.h; weights as wgmma's M, tokens as N); otherwise the
-// mma.sync kernel below, which takes every call of the contract.
+// Kernels: the mma.sync kernel below takes every call of the contract. An sm_90a wgmma kernel
+// (kernels/tern2_gemm_sm90.h; weights as wgmma's M, tokens as N; one scale group, a 9.0 device)
+// runs only when forced with set_tern2_gemm_variant(kWgmma): racecheck still reports hazards in it.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
 // product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],

@@ -157,6 +157,10 @@ TEST_F(CliTest, ExportInspectValidate) {
     EXPECT_THAT(run_trit("export '" + dir_ + "/nowhere' --format tern2 --out '" + model + "'").output,
                 HasSubstr("expected a run directory"));
     EXPECT_THAT(run_trit("inspect '" + dir_ + "/nothing.h5'").output, HasSubstr("nothing.h5"));
+    EXPECT_THAT(run_trit("validate '" + model + "' --against '" + run + "' --rtol-cuda -1").output,
+                HasSubstr("--rtol-cuda: expected >= 0"));
+    EXPECT_THAT(run_trit("validate '" + model + "' --against '" + run + "' --device tpu").output,
+                HasSubstr("tpu"));
     EXPECT_THAT(run_trit("validate '" + model + "' --against '" + run + "' --limit -5").output,
                 HasSubstr("--limit"));
 }

@@ -99,6 +99,7 @@ struct PackedSet {
         w.a = ring.at(copy);
         w.b = off_b >= 0 ? ring.at(copy) + off_b : nullptr;
         w.n = n, w.k = k;
+        w.pdl = true;  // uploaded once, as the GPU runtime's weights
         return w;
     }
     const float* w_scale(int64_t copy) const {

@@ -11,6 +11,8 @@
 #include "core/act_int8.h"
 #include "core/error.h"
 #include "kernels/cuda_check.h"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -56,6 +58,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     act_int8_kernel(const float* __restrict__ x, int64_t cols, int8_t* __restrict__ q,
                     float* __restrict__ scale) {
     __shared__ float partial[kMaxThreads / kWarp];
+    detail::pdl_launch_dependents();
+    detail::pdl_wait();
     const int64_t row = blockIdx.x;
     const float* xr = x + row * cols;
     int8_t* qr = q + row * cols;
@@ -126,11 +130,10 @@ void act_int8_quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, fl
     const dim3 block(static_cast<unsigned>(warps * kWarp));
     const dim3 grid(static_cast<unsigned>(rows));
     if (vec) {
-        act_int8_kernel<true><<<grid, block, 0, stream>>>(x, cols, q, scale);
+        detail::launch_kernel(act_int8_kernel<true>, grid, block, 0, stream, true, x, cols, q, scale);
     } else {
-        act_int8_kernel<false><<<grid, block, 0, stream>>>(x, cols, q, scale);
+        detail::launch_kernel(act_int8_kernel<false>, grid, block, 0, stream, true, x, cols, q, scale);
     }
-    TRIT_CUDA_CHECK_LAST();
 }
 
 }  // namespace trit::kernels

@@ -30,6 +30,8 @@
 #include "exporters/formats/bt.h"
 #include "kernels/fast_div.h"
 #include "kernels/gemv_common.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -120,6 +122,8 @@ __global__ void __launch_bounds__(kWarp* gemv::kMaxWarps)
     constexpr int kL = fmt::bt_levels(D);
     constexpr uint32_t kBias = static_cast<uint32_t>(128 - kL) * 0x01010101u;
     __shared__ uint32_t table[kLoEntries * kWarp];  // entry r for lane l at r * 32 + l
+    detail::pdl_launch_dependents();
+    detail::pdl_wait();
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
     const int warps = static_cast<int>(blockDim.x) / kWarp;
@@ -283,10 +287,9 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t group, const Produc
     const unsigned blocks = gemv::persistent_blocks("bt_gemv", kernel, warps, smem, w.n);
     const int64_t groups = fmt::acc_num_groups(w.k, group);
     const uint8_t* end = w.a + w.n * fmt::bt_row_bytes(w.k, D);
-    kernel<<<blocks, warps * kWarp, static_cast<size_t>(smem), stream>>>(
-        w.a, end, x, w.n, static_cast<int>(w.k), static_cast<int>(kSplit ? group : w.k),
-        static_cast<int>(groups), FastDiv(static_cast<uint32_t>(kSplit ? group : 1)), out);
-    TRIT_CUDA_CHECK_LAST();
+    detail::launch_kernel(kernel, dim3(blocks), dim3(warps * kWarp), static_cast<size_t>(smem), stream, true,
+                          w.a, end, x, w.n, static_cast<int>(w.k), static_cast<int>(kSplit ? group : w.k),
+                          static_cast<int>(groups), FastDiv(static_cast<uint32_t>(kSplit ? group : 1)), out);
 }
 
 template <int M, int D>

@@ -100,6 +100,20 @@ template <typename Kernel>
 unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
     int dev = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&dev));
+    // The limit is the kernel's, not the call's: raise it to the largest size any call has needed
+    // (setting it per new size would lower it under a cached larger one: seen as a launch's
+    // "invalid argument" when the same kernel ran with several sizes).
+    {
+        static std::mutex limit_mutex;
+        static std::map<std::pair<const void*, int>, int64_t> limit;
+        std::lock_guard<std::mutex> lock(limit_mutex);
+        int64_t& have = limit[{reinterpret_cast<const void*>(kernel), dev}];
+        if (smem > have) {
+            TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem)));
+            have = smem;
+        }
+    }
     using Key = std::tuple<const void*, int, int, int64_t>;
     static std::mutex mutex;
     static std::map<Key, int64_t> resident;  // blocks the device holds at once
@@ -119,8 +133,6 @@ unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t sm
         const int64_t total = smem + static_cast<int64_t>(attr.sharedSizeBytes);
         TRIT_CHECK(total <= optin, who, ": needs ", total,
                    " bytes of shared memory per block, the device gives at most ", optin);
-        TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)));
         int per_sm = 0;
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_sm, kernel, warps * kWarp, static_cast<size_t>(smem)));

@@ -85,6 +85,7 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
             l->w.b = l->b.defined() ? l->b.data_ptr<uint8_t>() : nullptr;
             l->w.n = p.out;
             l->w.k = p.in;
+            l->w.pdl = true;  // uploaded once here, never written by a kernel
         } else {
             std::vector<int8_t> codes(static_cast<size_t>(p.out * p.in));
             exporters::unpack_codes(p.format, p.packed, p.out, p.in, codes.data());

@@ -18,6 +18,8 @@
 #include "exporters/formats/tern24.h"
 #include "kernels/fast_div.h"
 #include "kernels/gemv_common.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -127,6 +129,8 @@ __global__ void __launch_bounds__(kWarp* gemv::kMaxWarps)
                        FastDiv chunks_per_group, ProductOut out) {
     __shared__ uint32_t table[kTableEntries * kWarp];  // entry e for lane l at e * 32 + l
     extern __shared__ __align__(16) unsigned char smem[];
+    detail::pdl_launch_dependents();
+    detail::pdl_wait();
     const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
     const int warps = static_cast<int>(blockDim.x) / kWarp;
     const int chunks = k / kChunkCols;
@@ -209,9 +213,8 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t group, const Produc
     const unsigned blocks = gemv::persistent_blocks("tern24_gemv", kernel, warps, smem, w.n);
     const int64_t groups = fmt::acc_num_groups(w.k, group);
     const FastDiv cpg(kG == Groups::kChunks ? static_cast<uint32_t>(group / kChunkCols) : 1u);
-    kernel<<<blocks, warps * kWarp, static_cast<size_t>(smem), stream>>>(
-        w.a, w.b, x, w.n, static_cast<int>(w.k), static_cast<int>(groups), cpg, out);
-    TRIT_CUDA_CHECK_LAST();
+    detail::launch_kernel(kernel, dim3(blocks), dim3(warps * kWarp), static_cast<size_t>(smem), stream, true,
+                          w.a, w.b, x, w.n, static_cast<int>(w.k), static_cast<int>(groups), cpg, out);
 }
 
 template <int M>

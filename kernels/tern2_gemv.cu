@@ -28,6 +28,9 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
+#include "kernels/tern2_gemv_dp4a.h"
 
 namespace trit::kernels {
 namespace {
@@ -121,6 +124,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 3)
                       int64_t n, int64_t k, int64_t group, int groups, ProductOut out) {
     // [groups][kTileRows][kTokens] int32 sums, then x (m, k) int8 in decode_word's column order.
     extern __shared__ __align__(16) int32_t sums[];
+    detail::pdl_launch_dependents();
+    detail::pdl_wait();
     int8_t* xs = reinterpret_cast<int8_t*>(sums + groups * kTileRows * kTokens);
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     const int warps = blockDim.x / kWarp;
@@ -207,7 +212,7 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
-std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
     if (m > kTern2GemvMaxM) return "m must be <= 8";
     if (w.k % kChunkCols != 0) return "k must be a multiple of 64";
@@ -222,10 +227,28 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
     return "";
 }
 
+std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (tern2_gemv_dp4a_rejects(w, x, m, group).empty()) return "";
+    return tern2_gemv_mma_rejects(w, x, m, group);
+}
+
+const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (tern2_gemv_dp4a_rejects(w, x, m, group).empty()) return "dp4a";
+    return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
+}
+
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream) {
     check_product("tern2_gemv", w, x, m, group, out);
-    const std::string no = tern2_gemv_rejects(w, x, m, group);
+    if (tern2_gemv_dp4a_rejects(w, x, m, group).empty())
+        return tern2_gemv_dp4a(w, x, m, group, out, stream);
+    tern2_gemv_mma(w, x, m, group, out, stream);
+}
+
+void tern2_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                    const ProductOut& out, cudaStream_t stream) {
+    check_product("tern2_gemv", w, x, m, group, out);
+    const std::string no = tern2_gemv_mma_rejects(w, x, m, group);
     TRIT_CHECK(no.empty(), "tern2_gemv (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
                "): ", no);
     const int64_t groups = formats::acc_num_groups(w.k, group);
@@ -237,9 +260,8 @@ void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(w.n, kTileRows)));
-    tern2_gemv_kernel<<<grid, warps * kWarp, smem, stream>>>(
-        w.a, x, static_cast<int>(m), w.n, w.k, group, static_cast<int>(groups), out);
-    TRIT_CUDA_CHECK_LAST();
+    detail::launch_kernel(tern2_gemv_kernel, grid, dim3(warps * kWarp), smem, stream, true, w.a, x,
+                          static_cast<int>(m), w.n, w.k, group, static_cast<int>(groups), out);
 }
 
 }  // namespace trit::kernels

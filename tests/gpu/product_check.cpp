@@ -88,8 +88,11 @@ std::string describe(const ProductCase& c) {
     return s.str();
 }
 
-void check_product_case(const ProductCase& c, kernels::ProductPath path) {
-    SCOPED_TRACE(describe(c) + " path=" + kernels::path_name(path));
+namespace {
+
+// Checks the case through `run(w, x, out, stream)`.
+template <typename Run>
+void check_case(const ProductCase& c, Run run) {
     const exporters::FormatId fid = format_id(c);
     const std::vector<int8_t> codes = random_weight_codes(c);
     const exporters::Arrays packed = exporters::pack_codes(fid, codes.data(), c.n, c.k);
@@ -132,7 +135,8 @@ void check_product_case(const ProductCase& c, kernels::ProductPath path) {
 
     kernels::ProductOut acc_out;
     acc_out.acc = d_acc.get();
-    kernels::product(w, d_x.get(), c.m, c.group, acc_out, nullptr, path);
+    w.pdl = false;
+    run(w, d_x.get(), acc_out);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     int64_t bad = 0;
     std::string msg = first_mismatches(d_acc.download(), want, c.n, G, &bad);
@@ -145,10 +149,27 @@ void check_product_case(const ProductCase& c, kernels::ProductPath path) {
     y_out.x_scale = d_xs.get();
     y_out.x_scale_rows = c.m;
     y_out.bias = c.bias ? d_bias.get() : nullptr;
-    kernels::product(w, d_x.get(), c.m, c.group, y_out, nullptr, path);
+    w.pdl = true;
+    run(w, d_x.get(), y_out);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     msg = first_mismatches(d_y.download(), want_y, c.n, 1, &bad);
     EXPECT_EQ(bad, 0) << "fused-epilogue y differs from the CPU runtime's bits, first mismatches:\n" << msg;
+}
+
+}  // namespace
+
+void check_product_case(const ProductCase& c, kernels::ProductPath path) {
+    SCOPED_TRACE(describe(c) + " path=" + kernels::path_name(path));
+    check_case(c, [&](const kernels::PackedWeights& w, const int8_t* x, const kernels::ProductOut& out) {
+        kernels::product(w, x, c.m, c.group, out, nullptr, path);
+    });
+}
+
+void check_product_case(const ProductCase& c, ProductLauncher launch) {
+    SCOPED_TRACE(describe(c));
+    check_case(c, [&](const kernels::PackedWeights& w, const int8_t* x, const kernels::ProductOut& out) {
+        launch(w, x, c.m, c.group, out, nullptr);
+    });
 }
 
 }  // namespace trit::gputest

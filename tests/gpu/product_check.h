@@ -23,7 +23,13 @@ struct ProductCase {
 
 std::string describe(const ProductCase& c);
 
-// Runs `path` on the case and checks acc and y (with EXPECT_*).
+// Runs `path` on the case and checks acc and y (with EXPECT_*). The acc call runs with
+// PackedWeights::pdl false, the y call with it true, so both launch modes are checked.
 void check_product_case(const ProductCase& c, kernels::ProductPath path);
+
+// The same through one kernel's launcher (e.g. tern2_gemv_dp4a) instead of the dispatcher.
+using ProductLauncher = void (*)(const kernels::PackedWeights& w, const int8_t* x, int64_t m,
+                                 int64_t group, const kernels::ProductOut& out, cudaStream_t stream);
+void check_product_case(const ProductCase& c, ProductLauncher launch);
 
 }  // namespace trit::gputest

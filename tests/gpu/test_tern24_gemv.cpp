@@ -50,6 +50,19 @@ TEST_F(Tern24Gemv, MatchesTheReferenceOverTheShapeTable) {
 }
 
 // x at the int8 extremes only: |x * code| sums of -128 and 127 reach every byte of the dp4a.
+// One kernel instantiation, its shared memory growing, shrinking and growing again with k: the
+// launch must not run under a limit lowered by the smaller call (was a launch "invalid argument").
+TEST_F(Tern24Gemv, SameKernelWithLargerSmallerLargerSharedMemory) {
+    uint64_t seed = 900;
+    for (int64_t k : {16384, 256, 16384, 4096}) {
+        ProductCase c;
+        c.format = Format::kTern24;
+        c.m = 8, c.n = 24, c.k = k, c.group = k;
+        c.seed = ++seed;
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
+}
+
 TEST_F(Tern24Gemv, TakesTheFullInt8Range) {
     for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}}) {
         ProductCase c;

@@ -1,7 +1,9 @@
-// GPU tests of the tern2 tensor-core GEMV (kernels/tern2_gemv.h): int32 accumulators and fused
-// epilogue bit-exact against the CPU references over a shape table (m = 1..8, odd and partial
-// row tiles, k at and off the 256-column k-block, one group and groups of 256 / 512, a single
-// k-block, more warps than k-blocks), and its own contract rules on the host.
+// GPU tests of the tern2 GEMV path (kernels/tern2_gemv.h): the tensor-core kernel run alone
+// (tern2_gemv_mma) and through the dispatcher, int32 accumulators and fused epilogue bit-exact
+// against the CPU references over a shape table (m = 1..8, odd and partial row tiles, k at and off
+// the 256-column k-block, one group and groups of 256 / 512, a single k-block, more warps than
+// k-blocks), and its own contract rules on the host. The streaming dp4a kernel that the path runs
+// for m <= 2 has its own tests (test_tern2_gemv_dp4a.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -41,6 +43,8 @@ TEST_F(Tern2Gemv, MatchesTheReferenceOverTheShapeTable) {
         c.seed = ++seed;
         c.per_tensor_scale = seed % 2 == 0;
         c.bias = seed % 3 != 0;
+        trit::gputest::check_product_case(c, trit::kernels::tern2_gemv_mma);
+        if (::testing::Test::HasFailure()) return;
         trit::gputest::check_product_case(c, ProductPath::kGemv);
     }
 }
@@ -71,20 +75,25 @@ PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
 TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     alignas(16) static uint8_t codes[64];
     alignas(16) static int8_t x[64];
-    EXPECT_EQ(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x, 8, 256), "");
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x, 9, 256), HasSubstr("m must be <= 8"));
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 100, codes), x, 1, 100),
-                HasSubstr("k must be a multiple of 64"));
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes + 1), x, 1, 256),
-                HasSubstr("16-byte aligned"));
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256, codes), x + 4, 1, 256), HasSubstr("16-byte aligned"));
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 512, codes), x, 1, 64),
-                HasSubstr("multiple of 256"));
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 256 * 65, codes), x, 1, 256),
-                HasSubstr("at most 64 scale groups"));
-    EXPECT_EQ(trit::kernels::tern2_gemv_rejects(tern2(4, 14336, codes), x, 8, 14336), "");
-    EXPECT_THAT(trit::kernels::tern2_gemv_rejects(tern2(4, 16384, codes), x, 8, 16384),
-                HasSubstr("m * k must be <= 114688"));
+    using trit::kernels::tern2_gemv_mma_rejects;
+    using trit::kernels::tern2_gemv_rejects;
+    EXPECT_EQ(tern2_gemv_mma_rejects(tern2(4, 256, codes), x, 8, 256), "");
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 256, codes), x, 9, 256), HasSubstr("m must be <= 8"));
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 100, codes), x, 1, 100), HasSubstr("k must be a multiple of 64"));
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 256, codes + 1), x, 1, 256), HasSubstr("16-byte aligned"));
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 256, codes), x + 4, 1, 256), HasSubstr("16-byte aligned"));
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 512, codes), x, 1, 64), HasSubstr("multiple of 256"));
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 256 * 65, codes), x, 1, 256), HasSubstr("at most 64 scale groups"));
+    EXPECT_EQ(tern2_gemv_mma_rejects(tern2(4, 14336, codes), x, 8, 14336), "");
+    EXPECT_THAT(tern2_gemv_mma_rejects(tern2(4, 16384, codes), x, 8, 16384), HasSubstr("m * k must be <= 114688"));
+    // The path takes a call when either kernel does: groups of 64 at m = 1 go to the dp4a kernel,
+    // and its rules only show when both decline.
+    EXPECT_EQ(tern2_gemv_rejects(tern2(4, 512, codes), x, 1, 64), "");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 1, 64), "dp4a");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 256), "mma");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "mma");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 64), "");
+    EXPECT_THAT(tern2_gemv_rejects(tern2(4, 512, codes), x, 3, 64), HasSubstr("multiple of 256"));
 
     int32_t acc[1];
     trit::kernels::ProductOut out;

@@ -1,0 +1,44 @@
+// launch_kernel: a checked kernel launch, optionally with programmatic dependent launch (PDL; the
+// device side and its rules are in kernels/pdl.cuh). PDL only shortens the gap between kernels:
+// every kernel launched with pdl = true calls detail::pdl_wait() before it touches data the
+// previous kernel may have written, so the results are those of an ordinary launch. For .cu files.
+// TRIT_PDL=0 in the environment launches everything without it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda_check.h"
+
+namespace trit::kernels::detail {
+
+// TRIT_PDL=0 in the environment turns PDL off for every launch (read once): a way to rule it out
+// when a result looks wrong, and to measure what it gains.
+inline bool pdl_enabled() {
+    static const bool enabled = [] {
+        const char* v = std::getenv("TRIT_PDL");
+        return v == nullptr || std::string(v) != "0";
+    }();
+    return enabled;
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, bool pdl, Args&&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1] = {};
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = pdl && pdl_enabled() ? 1 : 0;
+    TRIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace trit::kernels::detail

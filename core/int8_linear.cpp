@@ -42,11 +42,12 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         Int8Activations a = act_int8_quantize(x2);
         QuantizedWeights w = quantize_weight(weight, *spec);
         torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w, *spec);
-        if (bias.defined()) y.add_(bias);
+        const bool has_bias = bias.numel() > 0;  // see int8_quant_linear
+        if (has_bias) y.add_(bias);
         // The codes are spent: turn them into x_hat and W_eff in place for the backward.
         torch::Tensor w_scale = expand_scale(w.scale, *spec, weight.size(1));
         ctx->save_for_backward({a.q.mul_(a.scale), w.q.mul_(w_scale)});
-        ctx->saved_data["has_bias"] = bias.defined();
+        ctx->saved_data["has_bias"] = has_bias;
         std::vector<int64_t> out_shape = x.sizes().vec();
         out_shape.back() = weight.size(0);
         return y.reshape(out_shape).to(x.scalar_type());
@@ -75,7 +76,10 @@ torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& wei
                                 const torch::Tensor& bias, const WeightQuantSpec& spec) {
     TRIT_CHECK(spec.method != WeightQuantMethod::kNone,
                "int8_quant_linear: needs a weight quantizer (method none is a float linear)");
-    return Int8QuantLinearFn::apply(x, weight, bias, &spec);
+    // LibTorch 1.13's Function::apply fails on an undefined tensor argument ("tensor does not have
+    // a device"): a layer without bias passes an empty one (a real bias has >= 1 element).
+    const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
+    return Int8QuantLinearFn::apply(x, weight, b, &spec);
 }
 
 }  // namespace trit

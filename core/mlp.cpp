@@ -43,9 +43,8 @@ private:
 
 }  // namespace
 
-std::shared_ptr<Model> make_model(const ModelConfig& config) {
-    if (config.type == "mlp") return std::make_shared<Mlp>(config);
-    TRIT_FAIL("model.type: unknown model '", config.type, "'; known: mlp");
+std::shared_ptr<Model> make_mlp(const ModelConfig& config) {
+    return std::make_shared<Mlp>(config);
 }
 
 }  // namespace trit

@@ -1,5 +1,6 @@
-// Models trit trains: a common interface (forward to logits, the name of the output layer) and a
-// factory keyed by model.type. Every linear layer is a QuantLinear so recipes can quantize it.
+// Models trit trains: a common interface (forward to logits, the name of the output layer, the
+// task) and a factory keyed by model.type (mlp, vit, gpt). Every linear layer is a QuantLinear
+// so recipes can quantize it.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -11,16 +12,26 @@
 
 namespace trit {
 
+// What forward() takes and returns, and so how a trainer computes the loss.
+enum class Task {
+    kClassification,  // (batch, features) float -> (batch, classes) logits: mlp, vit
+    kLanguageModel,   // (batch, tokens) int64 -> (batch, tokens, vocab) next-token logits: gpt
+};
+
 class Model : public torch::nn::Module {
 public:
-    // (batch, features) -> (batch, classes) logits.
+    // The logits; shapes per task().
     virtual torch::Tensor forward(const torch::Tensor& x) = 0;
     // Name of the output layer (kept in float unless a recipe names it).
     virtual std::string output_layer() const = 0;
+    virtual Task task() const { return Task::kClassification; }
 };
 
 // Builds model.type with fresh parameters from the current torch RNG; unknown types list the
-// known ones.
+// known ones. The vit and gpt models are trit::Vit (core/vit.h) and trit::Gpt (core/gpt.h).
 std::shared_ptr<Model> make_model(const ModelConfig& config);
+
+// The MLP (core/mlp.cpp): fc1 .. fcN, head.
+std::shared_ptr<Model> make_mlp(const ModelConfig& config);
 
 }  // namespace trit

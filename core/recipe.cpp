@@ -1,7 +1,11 @@
-// Recipe reading, validation and writing. The reader is strict (see yaml_schema.h); cross-field
-// rules (epochs xor steps, model shape vs dataset, regex syntax) are checked after reading.
+// Recipe reading, validation and writing. The reader is strict (see yaml_schema.h); the model and
+// data keys depend on model.type and data.dataset (a key of another family is an error, and the
+// writer emits the family's keys only); cross-field rules (epochs xor steps, model shape vs
+// dataset, heads vs dim, regex syntax) are checked after reading.
 #include "core/recipe.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <regex>
@@ -17,22 +21,88 @@ namespace {
 constexpr int64_t kMaxI = std::numeric_limits<int64_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+const std::vector<std::string> kModelTypes = {"mlp", "vit", "gpt"};
+const std::vector<std::string> kDatasets = {"fashion_mnist", "fortunes"};
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v)
+        out += (out.empty() ? "" : ", ") + x;
+    return out;
+}
+
+// A key of `all` that the recipe sets although it does not apply is an error listing those that do.
+void reject_inapplicable(const yaml::Object& o, const std::vector<std::string>& all,
+                         const std::vector<std::string>& applicable, const std::string& what) {
+    for (const auto& key : all)
+        if (!contains(applicable, key) && o.has(key))
+            o.fail(key, "does not apply to " + what + " (its keys: " + join(applicable) + ")");
+}
+
+const std::vector<std::string> kAllModelKeys = {
+    "type",  "input", "hidden",     "classes", "activation", "bias",  "dim",
+    "depth", "heads", "mlp_hidden", "subln",   "norm_eps",   "patch", "context"};
+
 void read_model(yaml::Object o, ModelConfig& m) {
-    o.read_choice("type", m.type, {"mlp"});
-    o.read("input", m.input, 1, 1 << 24);
-    o.read("hidden", m.hidden, 1, 1 << 20);
-    o.read("classes", m.classes, 2, 1 << 20);
-    o.read_choice("activation", m.activation, {"relu", "gelu"});
-    o.read("bias", m.bias);
+    std::string type = m.type;
+    o.read_choice("type", type, kModelTypes);
+    m = model_defaults(type);
+    const std::vector<std::string> keys = model_keys(type);
+    reject_inapplicable(o, kAllModelKeys, keys, "model type '" + type + "'");
+    for (const auto& key : keys) {
+        if (key == "input") o.read("input", m.input, 1, 1 << 24);
+        if (key == "hidden") o.read("hidden", m.hidden, 1, 1 << 20);
+        if (key == "classes") o.read("classes", m.classes, 2, 1 << 20);
+        if (key == "activation")
+            o.read_choice("activation", m.activation,
+                          type == "mlp" ? std::vector<std::string>{"relu", "gelu"}
+                                        : std::vector<std::string>{"gelu", "relu2", "swiglu"});
+        if (key == "bias") o.read("bias", m.bias);
+        if (key == "dim") o.read("dim", m.dim, 1, 1 << 16);
+        if (key == "depth") o.read("depth", m.depth, 1, 1 << 10);
+        if (key == "heads") o.read("heads", m.heads, 1, 1 << 10);
+        if (key == "mlp_hidden") o.read("mlp_hidden", m.mlp_hidden, 0, 1 << 20);
+        if (key == "subln") o.read("subln", m.subln);
+        if (key == "norm_eps") o.read("norm_eps", m.norm_eps, 0.0, 1.0, /*min_open=*/true);
+        if (key == "patch") o.read("patch", m.patch, 1, 1 << 12);
+        if (key == "context") o.read("context", m.context, 1, 1 << 20);
+    }
+    const ModelConfigProblem p = check_model_config(m);
+    if (!p.key.empty()) o.fail(p.key, p.message);
     o.finish();
 }
 
-void read_data(yaml::Object o, DataConfig& d) {
-    o.read_choice("dataset", d.dataset, {"fashion_mnist"});
-    o.read("path", d.path);
-    o.read("train_limit", d.train_limit, 0, kMaxI);
-    o.read("test_limit", d.test_limit, 0, kMaxI);
-    o.read("normalize", d.normalize);
+const std::vector<std::string> kAllDataKeys = {"dataset",    "path",      "train_limit",
+                                               "test_limit", "normalize", "valid_fraction"};
+
+std::vector<std::string> data_keys(const std::string& dataset) {
+    if (dataset == "fortunes") return {"dataset", "path", "valid_fraction"};
+    return {"dataset", "path", "train_limit", "test_limit", "normalize"};
+}
+
+void read_data(yaml::Object o, DataConfig& d, const std::string& model_type) {
+    const std::string wanted = dataset_for_model(model_type);
+    std::string dataset = wanted;
+    o.read_choice("dataset", dataset, kDatasets);
+    if (dataset != wanted)
+        o.fail("dataset", "model type '" + model_type + "' trains on " + wanted +
+                              " (mlp and vit: fashion_mnist; gpt: fortunes), got '" + dataset +
+                              "'");
+    d = data_defaults(dataset);
+    const std::vector<std::string> keys = data_keys(dataset);
+    reject_inapplicable(o, kAllDataKeys, keys, "dataset '" + dataset + "'");
+    for (const auto& key : keys) {
+        if (key == "path") o.read("path", d.path);
+        if (key == "train_limit") o.read("train_limit", d.train_limit, 0, kMaxI);
+        if (key == "test_limit") o.read("test_limit", d.test_limit, 0, kMaxI);
+        if (key == "normalize") o.read("normalize", d.normalize);
+        if (key == "valid_fraction")
+            o.read("valid_fraction", d.valid_fraction, 0.0, 0.5, /*min_open=*/true);
+    }
     o.finish();
 }
 
@@ -108,6 +178,93 @@ void read_training(yaml::Object o, TrainingConfig& t) {
 
 }  // namespace
 
+ModelConfig model_defaults(const std::string& type) {
+    TRIT_CHECK(contains(kModelTypes, type), "model.type: unknown model '", type,
+               "'; known: ", join(kModelTypes));
+    ModelConfig m;
+    m.type = type;
+    if (type == "mlp") return m;
+    // Transformers: bias-free linears as in Llama and BitNet; gelu as in ViT and GPT-2.
+    m.activation = "gelu";
+    m.bias = false;
+    if (type == "gpt") m.dim = 128;
+    return m;
+}
+
+std::vector<std::string> model_keys(const std::string& type) {
+    TRIT_CHECK(contains(kModelTypes, type), "model.type: unknown model '", type,
+               "'; known: ", join(kModelTypes));
+    if (type == "mlp") return {"type", "input", "hidden", "classes", "activation", "bias"};
+    std::vector<std::string> keys = {"type"};
+    if (type == "vit") keys.insert(keys.end(), {"input", "classes", "patch"});
+    if (type == "gpt") keys.push_back("context");
+    keys.insert(keys.end(),
+                {"dim", "depth", "heads", "mlp_hidden", "activation", "subln", "norm_eps", "bias"});
+    return keys;
+}
+
+ModelConfigProblem check_model_config(const ModelConfig& c) {
+    auto problem = [](const std::string& key, const auto&... what) {
+        return ModelConfigProblem{key, detail::concat(what...)};
+    };
+    if (!contains(kModelTypes, c.type))
+        return problem("type", "unknown model '", c.type, "'; known: ", join(kModelTypes));
+    if (c.type == "mlp") {
+        if (c.activation != "relu" && c.activation != "gelu")
+            return problem("activation", "expected one of {relu, gelu} for mlp, got '",
+                           c.activation, "'");
+        if (c.input < 1) return problem("input", "expected an integer >= 1, got ", c.input);
+        if (c.classes < 2) return problem("classes", "expected an integer >= 2, got ", c.classes);
+        for (int64_t h : c.hidden)
+            if (h < 1) return problem("hidden", "expected widths >= 1, got ", h);
+        return {};
+    }
+    if (c.activation != "gelu" && c.activation != "relu2" && c.activation != "swiglu")
+        return problem("activation", "expected one of {gelu, relu2, swiglu} for ", c.type,
+                       ", got '", c.activation, "'");
+    if (c.dim < 1) return problem("dim", "expected an integer >= 1, got ", c.dim);
+    if (c.depth < 1) return problem("depth", "expected an integer >= 1, got ", c.depth);
+    if (c.mlp_hidden < 0)
+        return problem("mlp_hidden", "expected an integer >= 0 (0 = default), got ", c.mlp_hidden);
+    if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps))
+        return problem("norm_eps", "expected a number > 0, got ", c.norm_eps);
+    if (c.heads < 1 || c.dim % c.heads != 0)
+        return problem("heads", "expected a divisor of model.dim = ", c.dim, ", got ", c.heads);
+    if (c.type == "gpt") {
+        if ((c.dim / c.heads) % 2 != 0)
+            return problem("heads",
+                           "rotary positions need an even head dim, but model.dim / "
+                           "model.heads = ",
+                           c.dim, " / ", c.heads, " = ", c.dim / c.heads);
+        if (c.context < 1) return problem("context", "expected an integer >= 1, got ", c.context);
+        return {};
+    }
+    // vit
+    if (c.classes < 2) return problem("classes", "expected an integer >= 2, got ", c.classes);
+    int64_t side = 0;
+    while ((side + 1) * (side + 1) <= c.input)
+        ++side;
+    if (side * side != c.input || side < 1)
+        return problem("input", "vit takes square images (side * side features), got ", c.input);
+    if (c.patch < 1 || side % c.patch != 0)
+        return problem("patch", "expected a divisor of the image side ", side,
+                       " (model.input = ", c.input, "), got ", c.patch);
+    return {};
+}
+
+DataConfig data_defaults(const std::string& dataset) {
+    TRIT_CHECK(contains(kDatasets, dataset), "data.dataset: unknown dataset '", dataset,
+               "'; known: ", join(kDatasets));
+    DataConfig d;
+    d.dataset = dataset;
+    if (dataset == "fortunes") d.path = kDefaultFortunesDir;
+    return d;
+}
+
+std::string dataset_for_model(const std::string& type) {
+    return type == "gpt" ? "fortunes" : "fashion_mnist";
+}
+
 Recipe parse_recipe(const std::string& text, const std::string& source_name,
                     const std::vector<std::string>& overrides) {
     YAML::Node root;
@@ -128,7 +285,7 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
                ": expected a non-empty name without '/'");
     top.read("seed", r.seed);
     read_model(top.object("model"), r.model);
-    read_data(top.object("data"), r.data);
+    read_data(top.object("data"), r.data, r.model.type);
     read_quantization(top.object("quantization"), r.quantization);
     read_optimizer(top.object("optimizer"), r.optimizer);
     read_schedule(top.object("schedule"), r.schedule);
@@ -174,22 +331,38 @@ std::string recipe_to_yaml(const Recipe& r) {
     e << YAML::Key << "name" << YAML::Value << r.name;
     e << YAML::Key << "seed" << YAML::Value << r.seed;
 
+    const ModelConfig& m = r.model;
     e << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "type" << YAML::Value << r.model.type;
-    e << YAML::Key << "input" << YAML::Value << r.model.input;
-    e << YAML::Key << "hidden" << YAML::Value;
-    seq(r.model.hidden);
-    e << YAML::Key << "classes" << YAML::Value << r.model.classes;
-    e << YAML::Key << "activation" << YAML::Value << r.model.activation;
-    e << YAML::Key << "bias" << YAML::Value << r.model.bias;
+    for (const auto& key : model_keys(m.type)) {
+        e << YAML::Key << key << YAML::Value;
+        if (key == "type") e << m.type;
+        if (key == "input") e << m.input;
+        if (key == "hidden") seq(m.hidden);
+        if (key == "classes") e << m.classes;
+        if (key == "activation") e << m.activation;
+        if (key == "bias") e << m.bias;
+        if (key == "dim") e << m.dim;
+        if (key == "depth") e << m.depth;
+        if (key == "heads") e << m.heads;
+        if (key == "mlp_hidden") e << m.mlp_hidden;
+        if (key == "subln") e << m.subln;
+        if (key == "norm_eps") e << m.norm_eps;
+        if (key == "patch") e << m.patch;
+        if (key == "context") e << m.context;
+    }
     e << YAML::EndMap;
 
+    const DataConfig& d = r.data;
     e << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "dataset" << YAML::Value << r.data.dataset;
-    e << YAML::Key << "path" << YAML::Value << r.data.path;
-    e << YAML::Key << "train_limit" << YAML::Value << r.data.train_limit;
-    e << YAML::Key << "test_limit" << YAML::Value << r.data.test_limit;
-    e << YAML::Key << "normalize" << YAML::Value << r.data.normalize;
+    for (const auto& key : data_keys(d.dataset)) {
+        e << YAML::Key << key << YAML::Value;
+        if (key == "dataset") e << d.dataset;
+        if (key == "path") e << d.path;
+        if (key == "train_limit") e << d.train_limit;
+        if (key == "test_limit") e << d.test_limit;
+        if (key == "normalize") e << d.normalize;
+        if (key == "valid_fraction") e << d.valid_fraction;
+    }
     e << YAML::EndMap;
 
     const auto& q = r.quantization;

@@ -10,23 +10,56 @@
 namespace trit {
 
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+inline constexpr const char* kDefaultFortunesDir = "/usr/share/games/fortunes";
 
+// One struct for every model family; model_defaults(type) holds each family's defaults and
+// model_keys(type) the keys that apply to it (a recipe that sets another one is an error).
 struct ModelConfig {
-    std::string type = "mlp";                 // model family: mlp
-    int64_t input = 784;                      // input features (28x28 images flattened)
-    std::vector<int64_t> hidden = {256, 128};  // hidden layer widths
-    int64_t classes = 10;                     // output classes
-    std::string activation = "relu";          // relu | gelu
-    bool bias = true;                         // linear layers carry a bias
+    std::string type = "mlp";                  // model family: mlp | vit | gpt
+    int64_t input = 784;                       // mlp, vit: input features (vit: a square image)
+    std::vector<int64_t> hidden = {256, 128};  // mlp: hidden layer widths
+    int64_t classes = 10;                      // mlp, vit: output classes
+    std::string activation = "relu";           // mlp: relu | gelu; vit, gpt: gelu | relu2 | swiglu
+    bool bias = true;                          // linear layers carry a bias (vit, gpt: false)
+    int64_t dim = 96;                          // vit, gpt: model width (gpt: 128)
+    int64_t depth = 4;                         // vit, gpt: transformer blocks
+    int64_t heads = 4;                         // vit, gpt: attention heads; must divide dim
+    int64_t mlp_hidden = 0;                    // vit, gpt: MLP width (0 = 4*dim, swiglu 8*dim/3)
+    bool subln = false;                        // vit, gpt: RMSNorm before attn.o and mlp.down
+    double norm_eps = 1e-5;                    // vit, gpt: RMSNorm epsilon
+    int64_t patch = 7;                         // vit: patch side; must divide the image side
+    int64_t context = 256;                     // gpt: longest sequence, KV cache capacity
 };
+
+// The defaults of model family `type` (mlp, vit or gpt); throws for an unknown type.
+ModelConfig model_defaults(const std::string& type);
+// The model keys that apply to `type`, `type` included, in recipe order.
+std::vector<std::string> model_keys(const std::string& type);
+
+// A rule a ModelConfig breaks: the model key at fault and what was expected.
+struct ModelConfigProblem {
+    std::string key;
+    std::string message;
+};
+// The first cross-field rule `c` breaks (heads divide dim, even head dim for gpt's rotary
+// positions, patch divides the image side, ...), or an empty key when it has none. The recipe
+// reader reports it with the key's line; make_model with "model.<key>: ".
+ModelConfigProblem check_model_config(const ModelConfig& c);
 
 struct DataConfig {
-    std::string dataset = "fashion_mnist";          // fashion_mnist
-    std::string path = kDefaultFashionMnistDir;     // directory with the gzip IDX files
-    int64_t train_limit = 0;                        // use the first N training examples (0 = all)
-    int64_t test_limit = 0;                         // use the first N test examples (0 = all)
-    bool normalize = true;                          // subtract the training mean, divide by std
+    std::string dataset = "fashion_mnist";       // fashion_mnist | fortunes
+    std::string path = kDefaultFashionMnistDir;  // fashion_mnist: directory with the gzip IDX
+                                                 // files; fortunes: kDefaultFortunesDir
+    int64_t train_limit = 0;      // fashion_mnist: first N training examples (0 = all)
+    int64_t test_limit = 0;       // fashion_mnist: first N test examples (0 = all)
+    bool normalize = true;        // fashion_mnist: subtract the training mean, divide by std
+    double valid_fraction = 0.1;  // fortunes: share of the text held out for validation
 };
+
+// The defaults of dataset `dataset` (fashion_mnist or fortunes); throws for an unknown one.
+DataConfig data_defaults(const std::string& dataset);
+// The dataset model family `type` trains on: fortunes for gpt, fashion_mnist otherwise.
+std::string dataset_for_model(const std::string& type);
 
 struct WeightQuantConfig {
     std::string method = "none";  // none | absmean (BitNet b1.58) | absmax_threshold | binary | balanced

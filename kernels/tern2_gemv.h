@@ -1,5 +1,5 @@
 // tern2 x int8 GEMV for 1..8 tokens: the "gemv" path of the dispatch table. It runs the streaming
-// dp4a GEMV (kernels/tern2_gemv_dp4a.h: m <= 2, k <= 16384) when that kernel takes the call, and
+// dp4a GEMV (kernels/tern2_gemv_dp4a.h, k <= 16384) for m = 1 when that kernel takes the call, and
 // otherwise the GEMV on the int8 tensor cores (mma.sync m16n8k32), whose rules are the products'
 // shared contract (kernels/product.h) and:
 //   - m <= 8 (the tokens are the mma's n = 8 columns; unused ones are zero);

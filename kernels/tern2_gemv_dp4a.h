@@ -6,8 +6,9 @@
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are);
 //   - one scale group (group >= k), or group = 64 * 2^e <= 2048, or group % 2048 == 0 (a scale
 //     group is a power-of-two run of lanes of a warp, or whole warps).
-// n is free. tern2_gemv (kernels/tern2_gemv.h) runs this kernel when it accepts the call and the
-// mma.sync GEMV otherwise; the dispatch table sees the two as one "gemv" path.
+// n is free. tern2_gemv (kernels/tern2_gemv.h) runs this kernel for m = 1 when it accepts the call
+// and the mma.sync GEMV otherwise (at m = 2 this kernel decodes the weights once per token and
+// measured slower); the dispatch table sees the two as one "gemv" path.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -78,7 +78,7 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
 struct Dp4aArgs {
     const uint8_t* codes;
     const int8_t* x;
-    int64_t n, k, group;
+    int64_t n, k;
     int groups;
     int run_lanes;      // gl: lanes per partial (a power of two dividing 32)
     int runs_per_group; // partials that make one scale group's sum (all of them for one group)
@@ -183,23 +183,25 @@ bool power_of_two(int64_t v) {
     return v > 0 && (v & (v - 1)) == 0;
 }
 
-// Blocks of `threads` threads of the kernel for M that fit on one SM (cached per device).
-int blocks_per_sm(int m, int threads) {
+// Blocks of `threads` threads of the kernel for M that the current device holds at once (cached
+// per device, M and threads: the queries cost about as much as a small GEMV).
+int64_t resident_blocks(int m, int threads) {
     static std::mutex mutex;
-    static std::map<std::pair<int, std::pair<int, int>>, int> cache;
+    static std::map<std::pair<int, std::pair<int, int>>, int64_t> cache;
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     const auto key = std::make_pair(device, std::make_pair(m, threads));
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
-    int blocks = 0;
+    int sms = 0, per_sm = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     if (m == 1) {
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tern2_gemv_dp4a_kernel<1>, threads, 0));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern2_gemv_dp4a_kernel<1>, threads, 0));
     } else {
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tern2_gemv_dp4a_kernel<2>, threads, 0));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern2_gemv_dp4a_kernel<2>, threads, 0));
     }
-    blocks = std::max(blocks, 1);
+    const int64_t blocks = int64_t{sms} * std::max(per_sm, 1);
     cache.emplace(key, blocks);
     return blocks;
 }
@@ -228,7 +230,6 @@ void tern2_gemv_dp4a(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
     a.x = x;
     a.n = w.n;
     a.k = w.k;
-    a.group = group;
     a.groups = static_cast<int>(formats::acc_num_groups(w.k, group));
     const int threads = static_cast<int>(formats::ceil_div(w.k / kPieceCols, int64_t{kWarp}) * kWarp);
     if (a.groups == 1) {
@@ -243,12 +244,8 @@ void tern2_gemv_dp4a(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
     }
     a.prefetch = w.pdl;
     a.out = out;
-    int device = 0, sms = 0;
-    TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const int64_t tiles = formats::ceil_div(w.n, int64_t{kRows});
-    const int64_t resident = int64_t{sms} * blocks_per_sm(static_cast<int>(m), threads);
-    const dim3 grid(static_cast<unsigned>(std::min(tiles, resident)));
+    const dim3 grid(static_cast<unsigned>(std::min(tiles, resident_blocks(static_cast<int>(m), threads))));
     if (m == 1) {
         detail::launch_kernel(tern2_gemv_dp4a_kernel<1>, grid, dim3(threads), 0, stream, true, a);
     } else {

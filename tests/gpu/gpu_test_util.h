@@ -1,5 +1,6 @@
 // Shared pieces of the GPU tests: skip where no device is visible (host-side contract tests still
-// run), an owning device buffer with upload/download, and seeded random inputs.
+// run), an owning device buffer with upload/download, seeded random inputs, and a tern2 weight
+// descriptor for the host-side contract checks.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda_check.h"
+#include "kernels/product.h"
 
 namespace trit::gputest {
 
@@ -87,6 +89,16 @@ inline std::vector<float> random_floats(size_t n, float lo, float hi, uint64_t s
     std::vector<float> v(n);
     for (auto& f : v) f = dist(rng);
     return v;
+}
+
+// tern2 (n, k) weights at `codes` (contract checks read only the pointer's alignment).
+inline kernels::PackedWeights tern2_weights(int64_t n, int64_t k, const uint8_t* codes) {
+    kernels::PackedWeights w;
+    w.format = kernels::Format::kTern2;
+    w.a = codes;
+    w.n = n;
+    w.k = k;
+    return w;
 }
 
 }  // namespace trit::gputest

@@ -64,12 +64,7 @@ TEST_F(Tern2Gemv, AutoDispatchPicksItForSmallM) {
 }
 
 PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
-    PackedWeights w;
-    w.format = Format::kTern2;
-    w.a = a;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::tern2_weights(n, k, a);
 }
 
 TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {

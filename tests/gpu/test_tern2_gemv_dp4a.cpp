@@ -72,12 +72,7 @@ TEST_F(Tern2GemvDp4a, TheGemvPathRunsItForOneAndTwoTokens) {
 }
 
 PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
-    PackedWeights w;
-    w.format = Format::kTern2;
-    w.a = a;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::tern2_weights(n, k, a);
 }
 
 TEST(Tern2GemvDp4aContract, RejectsShapesOffItsRulesNamingThem) {

@@ -21,21 +21,20 @@ namespace {
 struct Candidate {
     Recipe recipe;
     trainers::TrainingSetup setup;
-    torch::Tensor x, y;
-    std::vector<int64_t> order;
-    int64_t cursor = 0;
+    std::unique_ptr<trainers::TrainData> data;
+    int64_t next = 0;  // next batch, counted over epochs
     std::vector<double> rates;
 };
 
 void run_steps(Candidate& c, int64_t steps) {
-    const int64_t n = c.x.size(0), bs = c.recipe.training.batch_size;
-    for (int64_t s = 0; s < steps; ++s) {
-        if (c.cursor + bs > n) c.cursor = 0;
-        torch::Tensor xb = data::gather_rows(c.x, c.order, c.cursor, c.cursor + bs);
-        torch::Tensor yb = data::gather_rows(c.y, c.order, c.cursor, c.cursor + bs);
-        c.cursor += bs;
+    const int64_t per_epoch = c.data->batches_per_epoch();
+    for (int64_t s = 0; s < steps; ++s, ++c.next) {
+        // Full batches only (the last of an epoch may be short), so every step does the same work.
+        int64_t b = c.next % per_epoch;
+        if (per_epoch > 1 && b == per_epoch - 1) b = 0;
+        const trainers::Batch batch = c.data->batch(c.next / per_epoch, b);
         // Same work as the trainer's step, including the loss read-back it does every step.
-        trainers::train_step(c.setup, xb, yb, c.recipe.optimizer.lr, c.recipe.optimizer.grad_clip)
+        trainers::train_step(c.setup, batch.x, batch.y, c.recipe.optimizer.lr, c.recipe.optimizer.grad_clip)
             .item<double>();
     }
     if (c.setup.device.is_cuda()) torch::cuda::synchronize();
@@ -54,11 +53,8 @@ std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o)
         c.recipe = load_recipe(path, o.overrides);
         if (c.recipe.training.threads > 0)
             torch::set_num_threads(static_cast<int>(c.recipe.training.threads));
-        std::tie(c.x, c.y) = trainers::load_split(c.recipe.data, /*train=*/true, device);
-        TRIT_CHECK(c.x.size(0) >= c.recipe.training.batch_size, "bench train: '", path,
-                   "' has fewer training examples than one batch");
-        c.setup = trainers::make_training_setup(c.recipe, device);
-        c.order = data::epoch_permutation(c.x.size(0), c.recipe.seed, 0);
+        c.setup = trainers::make_training_setup(c.recipe, device, o.precision);
+        c.data = trainers::make_train_data(c.recipe, device);
         run_steps(c, o.warmup_steps);
         cands.push_back(std::move(c));
     }
@@ -68,7 +64,7 @@ std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o)
             const auto t0 = std::chrono::steady_clock::now();
             run_steps(c, o.steps);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            c.rates.push_back(static_cast<double>(o.steps * c.recipe.training.batch_size) / s);
+            c.rates.push_back(static_cast<double>(o.steps * c.data->items_per_batch()) / s);
         }
     }
     // Ratios are paired per repeat (each recipe against the baseline's rate in the same repeat),
@@ -86,8 +82,10 @@ std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o)
         std::sort(c.rates.begin(), c.rates.end());
         ThroughputResult r;
         r.recipe = c.recipe.name;
+        r.item_name = c.data->item_name();
         for (const auto& q : c.setup.quantized_layers) r.quantized += (r.quantized.empty() ? "" : ",") + q;
         if (r.quantized.empty()) r.quantized = "none";
+        r.quantized_count = static_cast<int64_t>(c.setup.quantized_layers.size());
         r.samples_per_second = median(c.rates);
         r.ratio_to_baseline = ratio;
         r.min_samples_per_second = c.rates.front();
@@ -100,25 +98,29 @@ std::vector<ThroughputResult> bench_train_throughput(const ThroughputOptions& o)
 std::string throughput_table(const std::vector<ThroughputResult>& results) {
     std::ostringstream os;
     os << std::left << std::setw(28) << "recipe" << std::setw(20) << "quantized" << std::right
-       << std::setw(16) << "samples/s" << std::setw(22) << "min..max" << std::setw(12)
+       << std::setw(16) << "rate" << std::setw(22) << "min..max" << std::setw(12)
        << "vs first" << '\n';
     for (const auto& r : results) {
         std::ostringstream range;
         range << std::fixed << std::setprecision(0) << r.min_samples_per_second << ".."
               << r.max_samples_per_second;
-        os << std::left << std::setw(28) << r.recipe << std::setw(20) << r.quantized << std::right
-           << std::fixed << std::setprecision(0) << std::setw(16) << r.samples_per_second
-           << std::setw(22) << range.str() << std::setprecision(3) << std::setw(11)
-           << r.ratio_to_baseline << "x\n";
+        // Long layer lists go to the CSV; the table says how many.
+        const std::string quantized =
+            r.quantized.size() <= 18 ? r.quantized : std::to_string(r.quantized_count) + " layers";
+        std::ostringstream rate;
+        rate << std::fixed << std::setprecision(0) << r.samples_per_second << " " << r.item_name << "/s";
+        os << std::left << std::setw(28) << r.recipe << std::setw(20) << quantized << std::right
+           << std::setw(16) << rate.str() << std::setw(22) << range.str() << std::fixed
+           << std::setprecision(3) << std::setw(11) << r.ratio_to_baseline << "x\n";
     }
     return os.str();
 }
 
 std::string throughput_csv(const std::vector<ThroughputResult>& results) {
     std::ostringstream os;
-    os << "recipe,quantized,samples_per_s,min_samples_per_s,max_samples_per_s,ratio_to_first\n";
+    os << "recipe,quantized,unit,per_s,min_per_s,max_per_s,ratio_to_first\n";
     for (const auto& r : results)
-        os << r.recipe << ",\"" << r.quantized << "\"," << std::fixed << std::setprecision(1)
+        os << r.recipe << ",\"" << r.quantized << "\"," << r.item_name << "," << std::fixed << std::setprecision(1)
            << r.samples_per_second << "," << r.min_samples_per_second << ","
            << r.max_samples_per_second << "," << std::setprecision(4) << r.ratio_to_baseline << "\n";
     return os.str();

@@ -1,4 +1,4 @@
-// Training-throughput benchmark: samples per second of the training step (forward, backward,
+// Training-throughput benchmark: samples (language models: tokens) per second of the training step (forward, backward,
 // clipping, AdamW) for several recipes on the same machine, interleaved in short repeats. Rates are
 // medians over repeats; each recipe's ratio to the first (the float baseline) is the median of the
 // per-repeat ratios, which cancels the drift of a shared machine.
@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "trainers/autocast.h"
 
 namespace trit::bench {
 
@@ -17,12 +19,15 @@ struct ThroughputOptions {
     int64_t steps = 100;  // timed steps per repeat
     int64_t repeats = 21;
     std::string device = "cpu";
+    trainers::Precision precision = trainers::Precision::kFp32;
 };
 
 struct ThroughputResult {
     std::string recipe;
     std::string quantized;             // quantized layers, comma-separated, or "none"
-    double samples_per_second = 0;     // median over repeats
+    int64_t quantized_count = 0;
+    std::string item_name;             // what the rates count: "samples" | "tokens"
+    double samples_per_second = 0;     // items per second, median over repeats
     double min_samples_per_second = 0;
     double max_samples_per_second = 0;
     double ratio_to_baseline = 0;      // median over repeats of rate / baseline rate

@@ -71,11 +71,12 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
 Command add_bench(CLI::App& app) {
     auto o = std::make_shared<bench::ThroughputOptions>();
     auto csv = std::make_shared<std::string>();
+    auto precision = std::make_shared<std::string>("fp32");
     o->recipes = {"recipes/fashion_mnist_fp32.yaml", "recipes/fashion_mnist_ternary.yaml"};
     CLI::App* sub = app.add_subcommand("bench", "Benchmarks (see docs/BENCHMARKS.md)");
     sub->require_subcommand(1);
     CLI::App* train = sub->add_subcommand(
-        "train", "Training throughput (samples/s) of recipes, each against the first");
+        "train", "Training throughput (samples/s, or tokens/s for language models) of recipes, each against the first");
     train->add_option("--recipes", o->recipes, "Recipe files; the first is the baseline")
         ->capture_default_str();
     train->add_option("--set", o->overrides, "Override a key in every recipe: --set key.path=value");
@@ -83,11 +84,14 @@ Command add_bench(CLI::App& app) {
     train->add_option("--warmup", o->warmup_steps, "Untimed steps first")->capture_default_str();
     train->add_option("--repeats", o->repeats, "Repeats (median reported)")->capture_default_str();
     train->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
+    train->add_option("--precision", *precision, "fp32, or bf16 (autocast; cuda only)")->capture_default_str();
     train->add_option("--csv", *csv, "Also write the results as CSV to this file");
-    train->footer("Example:\n  trit bench train --steps 300 --repeats 5 --csv bench-train.csv");
+    train->footer("Examples:\n  trit bench train --steps 300 --repeats 5 --csv bench-train.csv\n"
+                  "  trit bench train --recipes recipes/gpt_fp32.yaml recipes/gpt_ternary.yaml --device cuda");
     std::function<int()> run_kernels = add_bench_kernels(sub);
-    return {sub, [o, csv, train, run_kernels]() {
+    return {sub, [o, csv, precision, train, run_kernels]() {
         if (!train->parsed()) return run_kernels();
+        o->precision = trainers::parse_precision(*precision);
         auto results = bench::bench_train_throughput(*o);
         std::cout << bench::throughput_table(results);
         if (!csv->empty()) {

@@ -1,5 +1,6 @@
 // `trit inspect model.h5`: a table per layer (format, shape, bits per weight, zero fraction,
-// bytes) and totals against FP32 and FP16.
+// bytes), one per other tensor (shape, dtype, bytes), and totals against FP32 and FP16.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -18,10 +19,17 @@ Command add_inspect(CLI::App& app) {
         exporters::PackedModel m = exporters::read_model(*path);
         std::cout << *path << ": " << m.producer << ", model " << m.recipe.model.type << " from recipe '"
                   << m.recipe.name << "'\n";
-        std::cout << std::left << std::setw(10) << "layer" << std::setw(10) << "format" << std::setw(12)
-                  << "shape" << std::right << std::setw(12) << "codes B" << std::setw(10) << "scales B"
-                  << std::setw(10) << "bias B" << std::setw(9) << "bits/w" << std::setw(8) << "zeros"
-                  << std::setw(10) << "vs FP32" << "  scales, activations\n";
+        // Transformer layer names ("blocks.0.attn.q") are longer than the mlp's.
+        int name_w = 10;
+        for (const auto& l : m.layers)
+            name_w = std::max(name_w, static_cast<int>(l.name.size()) + 2);
+        for (const auto& t : m.tensors)
+            name_w = std::max(name_w, static_cast<int>(t.name.size()) + 2);
+        std::cout << std::left << std::setw(name_w) << "layer" << std::setw(10) << "format"
+                  << std::setw(12) << "shape" << std::right << std::setw(12) << "codes B"
+                  << std::setw(10) << "scales B" << std::setw(10) << "bias B" << std::setw(9)
+                  << "bits/w" << std::setw(8) << "zeros" << std::setw(10) << "vs FP32"
+                  << "  scales, activations\n";
         int64_t q_bytes = 0, q_codes = 0, q_fp32 = 0, all_bytes = 0, all_fp32 = 0;
         for (const auto& l : m.layers) {
             const int64_t n = l.out * l.in, fp32 = 4 * n;
@@ -48,12 +56,30 @@ Command add_inspect(CLI::App& app) {
             }
             all_bytes += weight + bias;
             all_fp32 += fp32 + bias;
-            std::cout << std::left << std::setw(10) << l.name << std::setw(10) << l.format.name()
-                      << std::setw(12) << shape.str() << std::right << std::setw(12) << weight - scales
-                      << std::setw(10) << scales << std::setw(10) << bias << std::fixed << std::setprecision(2)
-                      << std::setw(9) << 8.0 * weight / n << std::setw(8) << zeros.str() << std::setw(9)
-                      << "1/" << std::setprecision(1) << static_cast<double>(fp32) / weight << "  " << extra.str()
+            std::cout << std::left << std::setw(name_w) << l.name << std::setw(10)
+                      << l.format.name() << std::setw(12) << shape.str() << std::right
+                      << std::setw(12) << weight - scales << std::setw(10) << scales
+                      << std::setw(10) << bias << std::fixed << std::setprecision(2) << std::setw(9)
+                      << 8.0 * weight / n << std::setw(8) << zeros.str() << std::setw(9) << "1/"
+                      << std::setprecision(1) << static_cast<double>(fp32) / weight << "  "
+                      << extra.str() << "\n";
+        }
+        if (!m.tensors.empty()) {
+            std::cout << std::left << std::setw(name_w) << "tensor" << std::setw(10) << "dtype"
+                      << std::setw(16) << "shape" << std::right << std::setw(12) << "bytes"
                       << "\n";
+            for (const auto& t : m.tensors) {
+                std::ostringstream shape;
+                shape << "(";
+                for (size_t i = 0; i < t.shape.size(); ++i)
+                    shape << (i ? ", " : "") << t.shape[i];
+                shape << ")";
+                std::cout << std::left << std::setw(name_w) << t.name << std::setw(10)
+                          << exporters::float_dtype_name(t.dtype) << std::setw(16) << shape.str()
+                          << std::right << std::setw(12) << t.bytes() << "\n";
+                all_bytes += t.bytes();
+                all_fp32 += 4 * t.numel();
+            }
         }
         std::cout << std::fixed << std::setprecision(2);
         if (q_fp32 > 0) {
@@ -64,8 +90,12 @@ Command add_inspect(CLI::App& app) {
                       << "  codes + scales " << std::setw(9) << q_bytes << " B = 1/" << ratio(q_fp32, q_bytes)
                       << " of FP32, 1/" << ratio(q_fp32 / 2, q_bytes) << " of FP16\n";
         }
-        std::cout << "whole model: " << all_bytes << " B of weights, scales and biases = 1/"
-                  << static_cast<double>(all_fp32) / all_bytes << " of FP32 (" << all_fp32 << " B)\n";
+        std::cout << "whole model: " << all_bytes << " B of weights, scales, biases"
+                  << (m.tensors.empty()
+                          ? ""
+                          : " and " + std::to_string(m.tensors.size()) + " other tensors")
+                  << " = 1/" << static_cast<double>(all_fp32) / all_bytes << " of FP32 ("
+                  << all_fp32 << " B)\n";
         return 0;
     }};
 }

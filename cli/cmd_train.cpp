@@ -10,7 +10,7 @@ namespace trit::cli {
 
 Command add_train(CLI::App& app) {
     struct Args {
-        std::string recipe, out, device = "cpu";
+        std::string recipe, out, device = "cpu", precision = "fp32";
         std::vector<std::string> sets;
         bool resume = false, overwrite = false, quiet = false;
     };
@@ -21,13 +21,17 @@ Command add_train(CLI::App& app) {
     sub->add_option("--set", args->sets, "Override a recipe key: --set key.path=value (repeatable)");
     sub->add_option("--out", args->out, "Run directory (default: the recipe's output.dir)");
     sub->add_option("--device", args->device, "cpu or cuda[:N]");
+    sub->add_option("--precision", args->precision,
+                    "fp32, or bf16: matmuls in bfloat16 under autocast, weights and optimizer in float32 (cuda only)")
+        ->capture_default_str();
     sub->add_flag("--resume", args->resume, "Continue the run in the run directory from its checkpoint");
     sub->add_flag("--overwrite", args->overwrite, "Start afresh even if the run directory holds a run");
     sub->add_flag("-q,--quiet", args->quiet, "No progress output; only the result summary");
     sub->footer("Examples:\n"
                 "  trit train recipes/fashion_mnist_ternary.yaml\n"
                 "  trit train recipes/fashion_mnist_fp32.yaml --set training.epochs=2 --out runs/fp32\n"
-                "  trit train recipes/fashion_mnist_ternary.yaml --resume");
+                "  trit train recipes/fashion_mnist_ternary.yaml --resume\n"
+                "  trit train recipes/gpt_ternary.yaml --device cuda --precision bf16");
     return {sub, [args]() {
         Recipe recipe = load_recipe(args->recipe, args->sets);
         trainers::TrainOptions opt;
@@ -35,14 +39,13 @@ Command add_train(CLI::App& app) {
         opt.resume = args->resume;
         opt.overwrite = args->overwrite;
         opt.device = args->device;
+        opt.precision = trainers::parse_precision(args->precision);
         opt.progress = !args->quiet;
         trainers::TrainSummary s = trainers::train(recipe, opt);
-        std::cout << std::fixed << std::setprecision(2) << "result: " << recipe.name
-                  << ": test accuracy " << 100.0 * s.test.accuracy << "% (loss "
-                  << std::setprecision(4) << s.test.loss << ") after " << s.steps << " steps, "
-                  << std::setprecision(1) << s.seconds << " s, " << std::setprecision(0)
-                  << s.samples_per_second << " training samples/s; run directory " << s.run_dir
-                  << std::endl;
+        std::cout << "result: " << recipe.name << ": " << trainers::describe_eval(s.test) << " after "
+                  << s.steps << " steps, " << std::fixed << std::setprecision(1) << s.seconds << " s, "
+                  << std::setprecision(0) << s.samples_per_second << " training " << s.item_name
+                  << "/s; run directory " << s.run_dir << std::endl;
         return 0;
     }};
 }

@@ -1,13 +1,18 @@
 // `trit validate model.h5 --against RUN_DIR|CHECKPOINT [--device cpu|cuda[:N]]`: runs the packed
-// model and the training forward (set up as the file describes each layer) on the same inputs;
-// reports logit errors and top-1 agreement; exits 1 above tolerance. On cpu the packed model runs
-// on the CPU reference runtime; on cuda it runs on the GPU runtime (the kernels), compared with
-// the training forward on the same GPU (LibTorch CUDA) and with the CPU reference runtime.
+// model and the training forward (set up as the file describes each layer and tensor) on the same
+// inputs; reports logit errors and top-1 agreement; exits 1 above tolerance. Inputs: the test
+// split (mlp, vit) or the fortunes validation text in windows of model.context bytes (gpt, every
+// position's next-byte logits). On cpu the packed model runs on the CPU reference runtime; on cuda
+// it runs on the GPU runtime (the kernels), compared with the training forward on the same GPU
+// (LibTorch CUDA) and with the CPU reference runtime. Batches are compared as they come, so memory
+// stays that of one batch.
+#include <functional>
 #include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/fortunes.h"
 #include "exporters/model_file.h"
 #include "exporters/reference.h"
 #include "exporters/runtime_cpu.h"
@@ -25,12 +30,51 @@ std::string gpu_runtime_name(const torch::Device& d) {
     return d.is_cuda() ? "GPU runtime, kernels on " + d.str() : std::string("CPU reference runtime");
 }
 
+// Default --batch: examples per forward, or for gpt windows of model.context bytes.
+constexpr int64_t kImageBatch = 1000;
+constexpr int64_t kWindowBatch = 32;
+
+// Calls `fn(x, y)` for each input batch of the recipe's evaluation data: test images and labels
+// (mlp, vit), or validation windows and their next bytes (gpt); `limit` > 0 keeps the first
+// `limit` examples or windows. Returns a description of what was fed ("200 test examples").
+std::string for_each_batch(
+    const Recipe& recipe, const std::string& data_path, int64_t limit, int64_t batch,
+    const std::function<void(const torch::Tensor&, const torch::Tensor&)>& fn) {
+    DataConfig data = recipe.data;
+    if (!data_path.empty()) data.path = data_path;
+    if (recipe.model.type != "gpt") {
+        if (limit > 0) data.test_limit = limit;
+        auto [x, y] = trainers::load_split(data, /*train=*/false, torch::kCPU);
+        for (int64_t b = 0; b < x.size(0); b += batch) {
+            const int64_t e = std::min(x.size(0), b + batch);
+            fn(x.slice(0, b, e), y.slice(0, b, e));
+        }
+        return std::to_string(x.size(0)) + " test examples";
+    }
+    TRIT_CHECK(data.dataset == "fortunes",
+               "validate: a gpt validates on the fortunes corpus, the recipe's data.dataset is '",
+               data.dataset, "'");
+    data::LmEvalBatches batches(data::load_fortunes(data.path, data.valid_fraction).valid,
+                                recipe.model.context, batch);
+    int64_t windows = 0, bytes = 0;
+    for (int64_t i = 0; i < batches.size() && (limit == 0 || windows < limit); ++i) {
+        data::LmBatch b = batches.at(i);
+        const int64_t rows =
+            limit == 0 ? b.input.size(0) : std::min(b.input.size(0), limit - windows);
+        fn(b.input.slice(0, 0, rows), b.target.slice(0, 0, rows));
+        windows += rows;
+        bytes += b.input.slice(0, 0, rows).numel();
+    }
+    return std::to_string(bytes) + " predicted bytes (" + std::to_string(windows) +
+           " windows of the validation text)";
+}
+
 }  // namespace
 
 Command add_validate(CLI::App& app) {
     struct Args {
         std::string model, against, data, device = "cpu";
-        int64_t limit = 0, batch = 1000;
+        int64_t limit = 0, batch = 0;
         double rtol = 1e-4, rtol_cuda = 1e-3, min_agreement = 1.0;
     };
     auto a = std::make_shared<Args>();
@@ -39,11 +83,20 @@ Command add_validate(CLI::App& app) {
     sub->add_option("model", a->model, "Model file (.h5)")->required();
     sub->add_option("--against", a->against, "Run directory or checkpoint the file was exported from")
         ->required();
-    sub->add_option("--data", a->data, "Dataset directory (default: the recipe's data.path)");
+    sub->add_option("--data", a->data,
+                    "Dataset directory: Fashion-MNIST (mlp, vit) or fortunes (gpt) (default: the "
+                    "recipe's data.path)");
     sub->add_option("--device", a->device, "Where the packed model runs: cpu (reference runtime) or cuda[:N] (kernels)")
         ->capture_default_str();
-    sub->add_option("--limit", a->limit, "Use the first N test examples (0 = all)")->capture_default_str();
-    sub->add_option("--batch", a->batch, "Examples per forward")->capture_default_str();
+    sub->add_option("--limit", a->limit,
+                    "Use the first N test examples (mlp, vit) or the first N windows of "
+                    "model.context bytes of the validation text (gpt; every byte of a window is "
+                    "predicted and compared) (0 = all)")
+        ->capture_default_str();
+    sub->add_option("--batch", a->batch,
+                    "Examples (mlp, vit) or windows (gpt) per forward (0 = 1000 examples, 32 "
+                    "windows)")
+        ->capture_default_str();
     sub->add_option("--rtol", a->rtol, "Largest allowed max|error| / max|logit|")->capture_default_str();
     sub->add_option("--rtol-cuda", a->rtol_cuda,
                     "With --device cuda: largest max|error| / max|logit| against the training forward on the GPU "
@@ -54,10 +107,11 @@ Command add_validate(CLI::App& app) {
         ->capture_default_str();
     sub->footer(
         "Examples:\n  trit validate fmnist-tern2.h5 --against runs/fashion_mnist_ternary\n"
-        "  trit validate fmnist-tern2.h5 --against runs/fashion_mnist_ternary --device cuda");
+        "  trit validate fmnist-tern2.h5 --against runs/fashion_mnist_ternary --device cuda\n"
+        "  trit validate gpt-tern2.h5 --against runs/gpt_ternary --limit 64");
     return {sub, [a]() {
         TRIT_CHECK(a->limit >= 0, "--limit: expected >= 0, got ", a->limit);
-        TRIT_CHECK(a->batch >= 1, "--batch: expected >= 1, got ", a->batch);
+        TRIT_CHECK(a->batch >= 0, "--batch: expected >= 0, got ", a->batch);
         TRIT_CHECK(a->rtol >= 0, "--rtol: expected >= 0, got ", a->rtol);
         TRIT_CHECK(a->rtol_cuda >= 0, "--rtol-cuda: expected >= 0, got ", a->rtol_cuda);
         TRIT_CHECK(a->min_agreement >= 0 && a->min_agreement <= 1, "--min-agreement: expected a fraction in [0, 1], got ",
@@ -74,28 +128,37 @@ Command add_validate(CLI::App& app) {
                    " (was it exported from another run?)");
         exporters::configure_reference(*run.model, packed);
         run.model->to(device);
+        const bool lm = run.model->task() == Task::kLanguageModel;
+        // The mlp runs layer by layer (forward_cpu); the transformers as a packed module.
+        std::shared_ptr<Model> cpu_module;
+        if (packed.recipe.model.type != "mlp") cpu_module = exporters::packed_module_cpu(packed);
 
-        DataConfig data = packed.recipe.data;
-        if (!a->data.empty()) data.path = a->data;
-        if (a->limit > 0) data.test_limit = a->limit;
-        auto [x, y] = trainers::load_split(data, /*train=*/false, torch::kCPU);
         torch::NoGradGuard no_grad;
-        std::vector<torch::Tensor> out_cpu, out_gpu, out_ref;
 #ifdef TRIT_HAVE_CUDA
         std::unique_ptr<kernels::CudaModel> gpu;
         if (device.is_cuda()) gpu = std::make_unique<kernels::CudaModel>(packed, device.index() < 0 ? 0 : device.index());
 #endif
-        for (int64_t b = 0; b < x.size(0); b += a->batch) {
-            torch::Tensor xb = x.slice(0, b, std::min(x.size(0), b + a->batch));
-            out_cpu.push_back(exporters::forward_cpu(packed, xb));
-            out_ref.push_back(run.model->forward(xb.to(device)).to(torch::kCPU));
+        // c: the runtime vs the training forward; g: the GPU runtime vs the CPU reference runtime.
+        exporters::Comparison c, g;
+        int64_t same = 0, logits = 0;
+        const int64_t batch = a->batch > 0 ? a->batch : lm ? kWindowBatch : kImageBatch;
+        const std::string inputs = for_each_batch(
+            packed.recipe, a->data, a->limit, batch,
+            [&](const torch::Tensor& xb, const torch::Tensor& yb) {
+                const torch::Tensor cpu =
+                    cpu_module ? cpu_module->forward(xb) : exporters::forward_cpu(packed, xb);
+                const torch::Tensor ref = run.model->forward(xb.to(device)).to(torch::kCPU);
+                torch::Tensor runtime = cpu;
 #ifdef TRIT_HAVE_CUDA
-            if (gpu) out_gpu.push_back(gpu->forward(xb).to(torch::kCPU));
+                if (gpu) runtime = gpu->forward(xb).to(torch::kCPU);
 #endif
-        }
-        const torch::Tensor cpu = torch::cat(out_cpu), ref = torch::cat(out_ref);
-        const torch::Tensor runtime = out_gpu.empty() ? cpu : torch::cat(out_gpu);
-        const exporters::Comparison c = exporters::compare_logits(runtime, ref, y);
+                c = exporters::combine(c, exporters::compare_logits(runtime, ref, yb));
+                if (device.is_cuda()) {
+                    g = exporters::combine(g, exporters::compare_logits(runtime, cpu, yb));
+                    same += torch::eq(runtime, cpu).sum().item<int64_t>();
+                    logits += runtime.numel();
+                }
+            });
         const double rtol_ref = device.is_cuda() ? a->rtol_cuda : a->rtol;
         bool ok = c.relative_error <= rtol_ref && c.top1_agreement >= a->min_agreement;
         auto report = [&](const exporters::Comparison& r, const std::string& what, double rtol) {
@@ -105,26 +168,31 @@ Command add_validate(CLI::App& app) {
                       << " (tolerance " << rtol << ")\n"
                       << std::fixed << std::setprecision(2) << "    top-1 agreement " << 100 * r.top1_agreement
                       << "% (required " << 100 * a->min_agreement << "%)";
-            if (r.first_disagreement >= 0) std::cout << ", first disagreement at example " << r.first_disagreement;
+            if (r.first_disagreement >= 0)
+                std::cout << ", first disagreement at " << (lm ? "predicted byte " : "example ")
+                          << r.first_disagreement;
             std::cout << "\n";
         };
-        std::cout << "validate " << a->model << " against " << run.checkpoint << " on " << c.examples
-                  << " test examples (" << (gpu_runtime_name(device)) << "):\n";
+        std::cout << "validate " << a->model << " against " << run.checkpoint << " on " << inputs
+                  << " (" << gpu_runtime_name(device) << "):\n";
         report(c, device.is_cuda() ? "GPU runtime vs training forward (" + a->device + ")"
                                    : "CPU reference runtime vs training forward",
                rtol_ref);
         if (device.is_cuda()) {
-            const exporters::Comparison g = exporters::compare_logits(runtime, cpu, y);
             report(g, "GPU runtime vs CPU reference runtime", a->rtol);
             ok = ok && g.relative_error <= a->rtol && g.top1_agreement >= a->min_agreement;
-            const int64_t same = torch::eq(runtime, cpu).sum().item<int64_t>();
-            std::cout << "    bit-identical logits: " << same << " of " << runtime.numel() << "\n";
+            std::cout << "    bit-identical logits: " << same << " of " << logits << "\n";
 #ifdef TRIT_HAVE_CUDA
-            for (const std::string& line : gpu->describe(a->batch)) std::cout << "    kernel " << line << "\n";
+            // Rows of the packed layers' input: a gpt layer sees every position of every window.
+            const int64_t rows = lm ? batch * packed.recipe.model.context : batch;
+            for (const std::string& line : gpu->describe(rows))
+                std::cout << "    kernel " << line << "\n";
 #endif
         }
-        std::cout << std::fixed << std::setprecision(2) << "  accuracy: packed " << 100 * c.packed_accuracy
-                  << "%, training forward " << 100 * c.reference_accuracy << "%\n"
+        std::cout << std::fixed << std::setprecision(2)
+                  << (lm ? "  next-byte accuracy: packed " : "  accuracy: packed ")
+                  << 100 * c.packed_accuracy << "%, training forward " << 100 * c.reference_accuracy
+                  << "%\n"
                   << (ok ? "  PASS" : "  FAIL: above tolerance") << std::endl;
         return ok ? 0 : 1;
     }};

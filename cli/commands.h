@@ -18,5 +18,7 @@ Command add_bench(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_validate(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_eval(CLI::App& app);
 
 }  // namespace trit::cli

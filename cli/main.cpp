@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
                "Run 'trit SUBCOMMAND --help' for a subcommand's options.");
     const std::vector<trit::cli::Command> commands = {
         trit::cli::add_train(app),  trit::cli::add_export(app), trit::cli::add_inspect(app),
-        trit::cli::add_validate(app), trit::cli::add_summary(app), trit::cli::add_bench(app)};
+        trit::cli::add_validate(app), trit::cli::add_summary(app), trit::cli::add_bench(app),
+        trit::cli::add_generate(app), trit::cli::add_eval(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

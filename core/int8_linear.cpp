@@ -1,6 +1,7 @@
 // Integer-exact forward of an int8-activation quantized linear: see int8_linear.h.
 #include "core/int8_linear.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/autograd.h>
 
 #include "core/act_quant.h"
@@ -37,6 +38,9 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  const torch::Tensor& weight, const torch::Tensor& bias,
                                  const WeightQuantSpec* spec) {
+        // Under autocast (trainer --precision bf16) the integer matmuls stay in float32: in
+        // bfloat16 their sums would round and the forward would no longer be exact.
+        c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
         const int64_t k = x.size(-1);
         torch::Tensor x2 = x.reshape({-1, k}).to(torch::kFloat32);
         Int8Activations a = act_int8_quantize(x2);
@@ -48,6 +52,7 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         torch::Tensor w_scale = expand_scale(w.scale, *spec, weight.size(1));
         ctx->save_for_backward({a.q.mul_(a.scale), w.q.mul_(w_scale)});
         ctx->saved_data["has_bias"] = has_bias;
+        ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
         std::vector<int64_t> out_shape = x.sizes().vec();
         out_shape.back() = weight.size(0);
         return y.reshape(out_shape).to(x.scalar_type());
@@ -58,14 +63,18 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         const auto saved = ctx->get_saved_variables();
         const torch::Tensor& x_hat = saved[0];  // (m, k)
         const torch::Tensor& w_eff = saved[1];  // (n, k)
-        torch::Tensor g = grads[0].reshape({-1, w_eff.size(0)});
+        // The incoming gradient is in the output's dtype (bfloat16 after a bf16 input): float32
+        // like the saved operands, and the input's gradient back in the input's dtype.
+        torch::Tensor g = grads[0].reshape({-1, w_eff.size(0)}).to(torch::kFloat32);
+        const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
         std::vector<int64_t> x_shape = grads[0].sizes().vec();
         x_shape.back() = w_eff.size(1);
         // Like linear's backward, skip what no one asked for (the first layer's input is data).
         torch::Tensor grad_x, grad_w, grad_b;
-        if (ctx->needs_input_grad(0)) grad_x = torch::matmul(g, w_eff).reshape(x_shape);
+        if (ctx->needs_input_grad(0)) grad_x = torch::matmul(g, w_eff).reshape(x_shape).to(x_dtype);
         if (ctx->needs_input_grad(1)) grad_w = torch::matmul(g.t(), x_hat);
         if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) grad_b = g.sum(0);
+        // (grad_w and grad_b are float32 like the parameters.)
         return {grad_x, grad_w, grad_b, torch::Tensor()};
     }
 };

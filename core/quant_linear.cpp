@@ -45,6 +45,7 @@ torch::Tensor QuantLinearImpl::effective_weight() { return weight_fake_quant(wei
 torch::Tensor QuantLinearImpl::forward(const torch::Tensor& x) {
     TRIT_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(), "QuantLinear: expected input (..., ",
                options.in_features(), "), got ", x.sizes());
+    if (override_) return override_(x);
     // int8 activations with quantized weights: the integer-exact forward packed inference matches.
     if (spec_.activation == ActQuantMethod::kInt8PerToken && spec_.weight.method != WeightQuantMethod::kNone)
         return int8_quant_linear(x, weight, bias, spec_.weight);

@@ -2,7 +2,8 @@
 // forward fake-quantizes its input activations and weight when a LinearQuantSpec is set:
 // y = act_q(x) . W_eff^T + b, with straight-through gradients to x and the latent W. With int8
 // activations and quantized weights the forward is integer-exact (int8_linear.h), which makes it
-// bit-identical to packed inference.
+// bit-identical to packed inference. A forward override (set_forward_override) replaces the whole
+// forward: the packed runtimes use it to run a layer from its packed codes inside the model.
 #pragma once
 
 #include <torch/nn/cloneable.h>
@@ -10,6 +11,7 @@
 #include <torch/nn/options/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +31,9 @@ struct LinearQuantSpec {
 
 class QuantLinearImpl : public torch::nn::Cloneable<QuantLinearImpl> {
 public:
+    // (..., in) -> (..., out), in place of the layer's own forward.
+    using ForwardOverride = std::function<torch::Tensor(const torch::Tensor&)>;
+
     QuantLinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
     explicit QuantLinearImpl(const torch::nn::LinearOptions& options);
 
@@ -41,12 +46,20 @@ public:
     void set_quant(const LinearQuantSpec& spec) { spec_ = spec; }
     const LinearQuantSpec& quant() const { return spec_; }
 
+    // When set, forward() checks the input's last dimension and returns fn(x), ignoring the
+    // weight, bias and quantization spec; an empty function restores the normal forward. Used by
+    // the packed runtimes (exporters/runtime_cpu.h, kernels/runtime_cuda.h) to run a layer from
+    // its packed codes while the rest of the model runs as trained. Not saved with the module.
+    void set_forward_override(ForwardOverride fn) { override_ = std::move(fn); }
+    bool has_forward_override() const { return static_cast<bool>(override_); }
+
     torch::nn::LinearOptions options;
     torch::Tensor weight;  // (out, in) latent float weight
     torch::Tensor bias;    // (out) or undefined
 
 private:
     LinearQuantSpec spec_;
+    ForwardOverride override_;
 };
 TORCH_MODULE(QuantLinear);
 

@@ -170,6 +170,33 @@ PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t
     return l;
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string out = "(";
+    for (size_t i = 0; i < shape.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(shape[i]);
+    return out + ")";
+}
+
+// One model tensor, checked against the shape the recipe's model gives it.
+PackedTensor read_tensor(const h5::Group& tensors, const std::string& name,
+                         const std::vector<int64_t>& shape) {
+    PackedTensor t;
+    t.name = name;
+    t.shape = shape;
+    TRIT_CHECK(tensors.has_dataset(name), where(tensors, name),
+               tensors.has(name) ? ": not a dataset" : ": missing",
+               " (the recipe's model has a tensor '", name, "' of shape ", shape_text(shape), ")");
+    const std::vector<int64_t> found = tensors.info(name).shape;
+    TRIT_CHECK(found == shape, where(tensors, name), ": shape ", shape_text(found),
+               " does not match the recipe's model ", shape_text(shape));
+    t.dtype = dataset_float_dtype(tensors, name);
+    t.values = read_floats(tensors, name, t.dtype, shape);
+    for (size_t i = 0; i < t.values.size(); ++i)
+        TRIT_CHECK(std::isfinite(t.values[i]), where(tensors, name), ": value ", i,
+                   " is not finite");
+    return t;
+}
+
 }  // namespace
 
 void write_model(const std::string& path, const PackedModel& m) {
@@ -184,6 +211,12 @@ void write_model(const std::string& path, const PackedModel& m) {
         root.set_attr("recipe", m.recipe_yaml);
         h5::Group layers = root.create_group("layers");
         for (const auto& l : m.layers) write_layer(layers, l);
+        h5::Group tensors = root.create_group("tensors");
+        for (const auto& t : m.tensors) {
+            TRIT_CHECK(static_cast<int64_t>(t.values.size()) == t.numel(), "write_model: tensor ",
+                       t.name, " has ", t.values.size(), " values for shape ", shape_text(t.shape));
+            write_floats(tensors, t.name, t.dtype, t.shape, t.values);
+        }
     }
     f.close();
     fs::replace_file(tmp, path);
@@ -220,6 +253,26 @@ PackedModel read_model(const std::string& path) {
     for (const auto& child : layers.children())
         TRIT_CHECK(expected.count(child), path, ":/layers/", child,
                    ": not a layer of the recipe's model (", m.recipe.model.type, ")");
+
+    // The same for the tensors outside the linear layers. An mlp has none, and files written
+    // before /tensors existed (all of them mlp files) have no such group.
+    const auto model_tensor_list = model_tensors(*model);
+    if (!root.has_group("tensors")) {
+        TRIT_CHECK(model_tensor_list.empty(), path, ":/tensors: missing (the recipe's model, ",
+                   m.recipe.model.type, ", has ", model_tensor_list.size(),
+                   " tensors besides its linear layers, e.g. '", model_tensor_list.front().first,
+                   "' of shape ", shape_text(model_tensor_list.front().second.sizes().vec()), ")");
+        return m;
+    }
+    h5::Group tensors = root.open_group("tensors");
+    std::set<std::string> expected_tensors;
+    for (const auto& [name, t] : model_tensor_list) {
+        expected_tensors.insert(name);
+        m.tensors.push_back(read_tensor(tensors, name, t.sizes().vec()));
+    }
+    for (const auto& child : tensors.children())
+        TRIT_CHECK(expected_tensors.count(child), path, ":/tensors/", child,
+                   ": not a tensor of the recipe's model (", m.recipe.model.type, ")");
     return m;
 }
 

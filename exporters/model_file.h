@@ -1,7 +1,8 @@
 // The model file: one HDF5 file per model (layout in docs/formats.md, "Container"). write_model
 // stores a PackedModel; read_model checks everything (format name and version, the recipe, every
-// layer the recipe's model has, each attribute, dataset dtype and shape, code validity, scales)
-// and reports the first problem by its path in the file.
+// layer and every other tensor the recipe's model has and nothing else, each attribute, dataset
+// dtype and shape, code validity, scales, finite floats) and reports the first problem by its path
+// in the file.
 #pragma once
 
 #include <string>

@@ -162,6 +162,21 @@ ExportResult pack_model(const Recipe& recipe, const std::string& recipe_yaml, Mo
                    p.scale_rows, "x", p.scale_cols);
         r.model.layers.push_back(std::move(p));
     }
+    // Embeddings, norms, class token, positions: float, in the float layers' dtype.
+    for (auto& [name, tensor] : model_tensors(model)) {
+        PackedTensor t;
+        t.name = name;
+        t.shape = tensor.sizes().vec();
+        t.dtype = o.float_dtype;
+        t.values = to_vector(tensor);
+        for (size_t i = 0; i < t.values.size(); ++i) {
+            const float v = round_to(o.float_dtype, t.values[i]);
+            TRIT_CHECK(std::isfinite(v), "export: tensor ", name, " value ", i, " (", t.values[i],
+                       ") is not finite in ", float_dtype_name(o.float_dtype));
+            t.values[i] = v;
+        }
+        r.model.tensors.push_back(std::move(t));
+    }
     return r;
 }
 

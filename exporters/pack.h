@@ -1,6 +1,7 @@
 // From a trained model to a PackedModel: each selected linear layer is quantized with the
 // quantizer it was trained with when the format can hold it, otherwise by round-to-nearest into
-// the format (and a note says so); the other layers stay float.
+// the format (and a note says so); the other layers stay float, and so do the model's other
+// tensors (embeddings, norms, ...).
 #pragma once
 
 #include <string>
@@ -14,7 +15,7 @@ namespace trit::exporters {
 struct ExportOptions {
     FormatId format;
     std::vector<std::string> layers;  // layers to pack; the others stay float
-    FloatDType float_dtype = FloatDType::kF32;  // storage of the float layers
+    FloatDType float_dtype = FloatDType::kF32;  // storage of the float layers and other tensors
     std::string scale_dtype;  // "" (format default: float16 for bt, float32 else), float32, float16
     int64_t group_size = 0;   // bt: inputs per scale (0: as trained, else 64)
 };

@@ -1,7 +1,12 @@
 // PackedModel helpers: see packed_model.h.
 #include "exporters/packed_model.h"
 
+#include <torch/torch.h>
+
+#include <set>
+
 #include "core/error.h"
+#include "core/quant_linear.h"
 
 namespace trit::exporters {
 
@@ -33,6 +38,19 @@ const PackedLayer& PackedModel::layer(const std::string& name) const {
     TRIT_FAIL("packed model has no layer '", name, "'");
 }
 
+int64_t PackedTensor::numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape)
+        n *= s;
+    return n;
+}
+
+const PackedTensor& PackedModel::tensor(const std::string& name) const {
+    for (const auto& t : tensors)
+        if (t.name == name) return t;
+    TRIT_FAIL("packed model has no tensor '", name, "'");
+}
+
 std::pair<int64_t, int64_t> scale_shape(const WeightQuantSpec& spec, int64_t out, int64_t in) {
     switch (spec.granularity) {
         case ScaleGranularity::kTensor: return {1, 1};
@@ -40,6 +58,59 @@ std::pair<int64_t, int64_t> scale_shape(const WeightQuantSpec& spec, int64_t out
         case ScaleGranularity::kGroup: break;
     }
     return {out, (in + spec.group_size - 1) / spec.group_size};
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> model_tensors(torch::nn::Module& model) {
+    // A QuantLinear has no children, so its tensors are exactly those named "<layer>.<tensor>".
+    std::set<std::string> linears;
+    for (auto& [name, layer] : quant_linears(model))
+        linears.insert(name);
+    auto in_linear = [&](const std::string& name) {
+        const size_t dot = name.rfind('.');
+        return dot != std::string::npos && linears.count(name.substr(0, dot)) > 0;
+    };
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& p : model.named_parameters(/*recurse=*/true))
+        if (!in_linear(p.key())) out.emplace_back(p.key(), p.value());
+    for (const auto& b : model.named_buffers(/*recurse=*/true))
+        if (!in_linear(b.key())) out.emplace_back(b.key(), b.value());
+    return out;
+}
+
+void load_float_values(torch::nn::Module& model, const PackedModel& packed) {
+    torch::NoGradGuard no_grad;
+    auto host = [](const std::vector<float>& v, at::IntArrayRef shape) {
+        return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32);
+    };
+    auto tensors = model_tensors(model);
+    TRIT_CHECK(tensors.size() == packed.tensors.size(), "packed model: ", packed.tensors.size(),
+               " tensors, the ", packed.recipe.model.type, " model has ", tensors.size());
+    for (auto& [name, t] : tensors) {
+        const PackedTensor& p = packed.tensor(name);
+        TRIT_CHECK(t.sizes() == at::IntArrayRef(p.shape), "packed model: tensor ", name,
+                   " has shape ", at::IntArrayRef(p.shape), ", the model expects ", t.sizes());
+        TRIT_CHECK(static_cast<int64_t>(p.values.size()) == p.numel(), "packed model: tensor ",
+                   name, " holds ", p.values.size(), " values for shape ", t.sizes());
+        t.copy_(host(p.values, p.shape));
+    }
+    for (auto& [name, layer] : quant_linears(model)) {
+        const PackedLayer& p = packed.layer(name);
+        TRIT_CHECK(p.out == layer->options.out_features() && p.in == layer->options.in_features(),
+                   "packed model: layer ", name, " has shape (", p.out, ", ", p.in,
+                   "), the model expects (", layer->options.out_features(), ", ",
+                   layer->options.in_features(), ")");
+        TRIT_CHECK(
+            p.bias.empty() != layer->bias.defined(), "packed model: layer ", name,
+            p.bias.empty() ? " has no bias, the model has one" : " has a bias, the model has none");
+        if (p.format.packed()) continue;
+        TRIT_CHECK(static_cast<int64_t>(p.weight.size()) == p.out * p.in &&
+                       (p.bias.empty() || static_cast<int64_t>(p.bias.size()) == p.out),
+                   "packed model: float layer ", name, " holds ", p.weight.size(), " weights and ",
+                   p.bias.size(), " biases for shape (", p.out, ", ", p.in, ")");
+        layer->set_quant(LinearQuantSpec{});
+        layer->weight.copy_(host(p.weight, {p.out, p.in}));
+        if (layer->bias.defined()) layer->bias.copy_(host(p.bias, {p.out}));
+    }
 }
 
 }  // namespace trit::exporters

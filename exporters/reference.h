@@ -1,7 +1,8 @@
 // What a packed file is validated against: the training forward of the same model, with each layer
 // set up as the file describes it: packed layers fake-quantize the latent weights with the file's
-// spec and activation quantizer (the export's own quantization), float layers take the file's
-// stored weights. Any difference is then the packed path's own error.
+// spec and activation quantizer (the export's own quantization), float layers and the other tensors
+// (embeddings, norms, ...) take the file's stored values, rounding included. Any difference is then
+// the packed path's own error.
 #pragma once
 
 #include <torch/types.h>
@@ -16,18 +17,25 @@ namespace trit::exporters {
 // Sets up `model` (built from the same recipe) as the reference for `packed`.
 void configure_reference(Model& model, const PackedModel& packed);
 
+// An example is one row of logits: an image, or one predicted position of a language model.
 struct Comparison {
     int64_t examples = 0;
     double max_abs_error = 0;    // max |packed - reference| over all logits
     double max_abs_logit = 0;    // max |reference| over all logits
     double relative_error = 0;   // max_abs_error / max_abs_logit
     double top1_agreement = 0;   // fraction of examples with the same argmax
-    int64_t first_disagreement = -1;
+    int64_t first_disagreement = -1;                     // row index
     double packed_accuracy = 0, reference_accuracy = 0;  // against the labels
+    int64_t agreements = 0, packed_correct = 0, reference_correct = 0;  // the counts behind them
 };
 
-// logits (n, classes) both; labels (n).
+// logits (n, classes) both with labels (n), or (B, T, vocab) with labels (B, T), taken as B * T
+// rows in row-major order (a language model: top-1 is the argmax next token at each position).
 Comparison compare_logits(const torch::Tensor& packed, const torch::Tensor& reference,
                           const torch::Tensor& labels);
+
+// The comparison over `first`'s examples followed by `next`'s (for inputs compared in batches):
+// the same figures as one compare_logits over both.
+Comparison combine(const Comparison& first, const Comparison& next);
 
 }  // namespace trit::exporters

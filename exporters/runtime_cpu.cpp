@@ -5,6 +5,7 @@
 
 #include "core/act_int8.h"
 #include "core/error.h"
+#include "core/quant_linear.h"
 
 namespace trit::exporters {
 namespace {
@@ -25,6 +26,20 @@ float weight_scale(const PackedLayer& l, int64_t j, int64_t g) {
         case ScaleGranularity::kGroup: break;
     }
     return l.scale[j * l.scale_cols + g];
+}
+
+// codes x scales: (out, in) float.
+torch::Tensor dequantized_weight(const PackedLayer& l) {
+    std::vector<int8_t> codes(static_cast<size_t>(l.out * l.in));
+    unpack_codes(l.format, l.packed, l.out, l.in, codes.data());
+    torch::Tensor w = torch::empty({l.out, l.in}, torch::kFloat32);
+    float* wp = w.data_ptr<float>();
+    const int64_t group = group_len(l);
+    for (int64_t j = 0; j < l.out; ++j)
+        for (int64_t k = 0; k < l.in; ++k)
+            wp[j * l.in + k] =
+                weight_scale(l, j, k / group) * static_cast<float>(codes[j * l.in + k]);
+    return w;
 }
 
 }  // namespace
@@ -75,10 +90,33 @@ torch::Tensor layer_forward_cpu(const PackedLayer& l, const torch::Tensor& input
     return y;
 }
 
+std::shared_ptr<Model> packed_module_cpu(const PackedModel& packed) {
+    std::shared_ptr<Model> model = make_model(packed.recipe.model);
+    load_float_values(*model, packed);
+    torch::NoGradGuard no_grad;
+    for (auto& [name, layer] : quant_linears(*model)) {
+        auto p = std::make_shared<const PackedLayer>(packed.layer(name));
+        if (!p->format.packed()) continue;
+        layer->set_quant(LinearQuantSpec{});
+        layer->weight.copy_(dequantized_weight(*p));
+        if (layer->bias.defined())
+            layer->bias.copy_(
+                torch::from_blob(const_cast<float*>(p->bias.data()), {p->out}, torch::kFloat32));
+        layer->set_forward_override([p](const torch::Tensor& x) {
+            std::vector<int64_t> shape = x.sizes().vec();
+            shape.back() = p->out;
+            return layer_forward_cpu(*p, x.reshape({-1, p->in})).reshape(shape);
+        });
+    }
+    model->to(torch::kCPU);
+    model->eval();
+    return model;
+}
+
 torch::Tensor forward_cpu(const PackedModel& model, const torch::Tensor& input) {
     const ModelConfig& c = model.recipe.model;
-    TRIT_CHECK(c.type == "mlp", "forward_cpu: model type '", c.type, "' is not supported yet; known: mlp");
     torch::NoGradGuard no_grad;
+    if (c.type != "mlp") return packed_module_cpu(model)->forward(input);
     torch::Tensor x = input;
     for (size_t i = 0; i < model.layers.size(); ++i) {
         x = layer_forward_cpu(model.layers[i], x);

@@ -5,7 +5,10 @@
 #include <cuda_runtime_api.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/quant_linear.h"
 #include "kernels/act_int8_torch.h"
 #include "kernels/torch_stream.h"
 
@@ -51,7 +54,8 @@ torch::Tensor upload_floats(const std::vector<float>& v, std::vector<int64_t> sh
 
 CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : device_(torch::kCUDA, 0) {
     const ModelConfig& c = model.recipe.model;
-    TRIT_CHECK(c.type == "mlp", "CudaModel: model type '", c.type, "' is not supported yet; known: mlp");
+    TRIT_CHECK(c.type == "mlp" || c.type == "vit" || c.type == "gpt", "CudaModel: model type '",
+               c.type, "' is not supported; known: mlp, vit, gpt");
     TRIT_CHECK(torch::cuda::is_available(), "CudaModel: no CUDA device is available to LibTorch");
     const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
     TRIT_CHECK(device_index >= 0 && device_index < count, "CudaModel: device index ", device_index,
@@ -93,9 +97,37 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
         }
         layers_.push_back(std::move(l));
     }
+    if (c.type != "mlp") build_module(model);
 }
 
 CudaModel::~CudaModel() = default;
+
+void CudaModel::build_module(const exporters::PackedModel& model) {
+    module_ = make_model(model.recipe.model);
+    exporters::load_float_values(*module_, model);
+    torch::NoGradGuard no_grad;
+    for (auto& [name, layer] : quant_linears(*module_)) {
+        const auto it = std::find_if(layers_.begin(), layers_.end(),
+                                     [&](const auto& l) { return l->name == name; });
+        TRIT_CHECK(it != layers_.end(), "CudaModel: the packed model has no layer '", name, "'");
+        const Layer* l = it->get();
+        if (!l->format.packed()) continue;  // the module's own linear, with the file's weights
+        layer->set_quant(LinearQuantSpec{});
+        // The packed layer runs from the codes: an empty latent weight keeps the float copy off
+        // the device.
+        layer->weight.set_data(torch::empty({0, l->in}));
+        if (layer->bias.defined() && l->bias.defined()) layer->bias.copy_(l->bias);
+        layer->set_forward_override([this, l](const torch::Tensor& x) {
+            const c10::DeviceGuard guard(device_);  // also when module() is called directly
+            std::vector<int64_t> shape = x.sizes().vec();
+            shape.back() = l->out;
+            return layer_forward(*l, x.reshape({-1, l->in}).to(torch::kFloat32).contiguous())
+                .reshape(shape);
+        });
+    }
+    module_->to(device_);
+    module_->eval();
+}
 
 torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) const {
     TRIT_CHECK(x.dim() == 2 && x.size(1) == l.in, "layer ", l.name, ": expected input (m, ", l.in, "), got ",
@@ -131,9 +163,15 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
 }
 
 torch::Tensor CudaModel::forward(const torch::Tensor& input) const {
-    TRIT_CHECK(input.dim() == 2, "CudaModel::forward: expected (batch, features), got ", input.sizes());
     const c10::DeviceGuard guard(device_);
     torch::NoGradGuard no_grad;
+    if (module_) {
+        // gpt takes int64 bytes as they are; the module checks shapes and values.
+        torch::Tensor x = input.to(device_);
+        return module_->forward(x.is_floating_point() ? x.to(torch::kFloat32) : x);
+    }
+    TRIT_CHECK(input.dim() == 2, "CudaModel::forward: expected (batch, features), got ",
+               input.sizes());
     torch::Tensor x = input.to(device_, torch::kFloat32).contiguous();
     for (size_t i = 0; i < layers_.size(); ++i) {
         x = layer_forward(*layers_[i], x);

@@ -8,7 +8,11 @@
 //     matrix on the device and multiplied per scale group by LibTorch (cuBLAS): float sums in
 //     another order, so within rounding of the CPU runtime, not bit-exact;
 //   - float layers: their stored weights, x W^T + b (LibTorch).
-// Weights are uploaded once, at construction. Models: mlp (the transformer models when they land).
+// Weights are uploaded once, at construction. Models: the mlp layer by layer; vit and gpt as their
+// LibTorch module on the device (tensors and float layers from the file, attention, norms and
+// activations in LibTorch CUDA) whose packed layers' forward is overridden with the layer path
+// above, as exporters::packed_module_cpu does on the CPU. Those non-linear parts round differently
+// from the CPU's, so transformer logits match the CPU reference runtime within rounding only.
 #pragma once
 
 #include <torch/types.h>
@@ -18,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model.h"
 #include "exporters/packed_model.h"
 #include "kernels/product.h"
 
@@ -32,8 +37,14 @@ class CudaModel {
     CudaModel(const CudaModel&) = delete;
     CudaModel& operator=(const CudaModel&) = delete;
 
-    // x: (batch, in_features) float32 on any device -> logits (batch, classes) float32 on the GPU.
+    // The model's input on any device -> its logits, float32 on the GPU: mlp and vit (batch,
+    // in_features) float -> (batch, classes); gpt (batch, tokens) int64 -> (batch, tokens, 256).
     torch::Tensor forward(const torch::Tensor& x) const;
+
+    // vit and gpt: the module forward() runs (eval mode, on device()), e.g. to decode with a KV
+    // cache through dynamic_cast<Gpt*>(...)->forward_cached under torch::NoGradGuard. It refers to
+    // this CudaModel's layers: use it only while this object lives. Null for the mlp.
+    std::shared_ptr<Model> module() const { return module_; }
 
     // Which kernel each packed layer runs for a batch of m rows (for reports), e.g.
     // "fc1 tern2 gemv" or "fc1 tern2 generic (gemv declined: k must be a multiple of 64)".
@@ -44,10 +55,14 @@ class CudaModel {
   private:
     struct Layer;
     torch::Tensor layer_forward(const Layer& l, const torch::Tensor& x) const;
+    // vit, gpt: module_ from the recipe, the file's tensors and float layers, packed layers
+    // overridden with layer_forward.
+    void build_module(const exporters::PackedModel& model);
 
     c10::Device device_;
     std::string activation_;  // between layers: relu | gelu
     std::vector<std::unique_ptr<Layer>> layers_;
+    std::shared_ptr<Model> module_;  // vit, gpt
 };
 
 }  // namespace trit::kernels

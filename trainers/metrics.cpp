@@ -43,6 +43,10 @@ double json_number(const std::string& line, const std::string& key, const std::s
     return v;
 }
 
+bool json_has(const std::string& line, const std::string& key) {
+    return line.find("\"" + key + "\":") != std::string::npos;
+}
+
 MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step, bool resume) {
     if (resume) {
         std::ifstream in(path);
@@ -67,12 +71,14 @@ void MetricsLog::write(const Fields& fields) {
     out_.flush();
 }
 
-Progress::Progress(int64_t total, int64_t first, int64_t batch, int64_t log_every, bool enabled)
-    : total_(total), first_(first), batch_(batch), log_every_(log_every), enabled_(enabled),
+Progress::Progress(int64_t total, int64_t first, int64_t batch, std::string item_name,
+                   int64_t log_every, bool enabled)
+    : total_(total), first_(first), batch_(batch), log_every_(log_every),
+      item_name_(std::move(item_name)), enabled_(enabled),
       tty_(enabled && ::isatty(STDERR_FILENO)), last_step_(first),
       start_(std::chrono::steady_clock::now()), last_step_time_(start_), last_render_(start_) {}
 
-double Progress::samples_per_second() const {
+double Progress::items_per_second() const {
     const double s = std::chrono::duration<double>(last_step_time_ - start_).count();
     return s > 0 ? static_cast<double>((last_step_ - first_) * batch_) / s : 0.0;
 }
@@ -93,7 +99,7 @@ void Progress::step(int64_t step, double loss, double lr) {
 }
 
 void Progress::draw(int64_t step, bool final) {
-    const double rate = samples_per_second();
+    const double rate = items_per_second();
     const double steps_per_s = rate / static_cast<double>(batch_);
     const double eta = steps_per_s > 0 ? static_cast<double>(total_ - step) / steps_per_s : 0.0;
     std::ostringstream os;
@@ -104,7 +110,7 @@ void Progress::draw(int64_t step, bool final) {
     }
     os << "step " << step << "/" << total_ << "  loss " << std::fixed << std::setprecision(4)
        << loss_ << "  lr " << std::scientific << std::setprecision(2) << lr_ << std::fixed
-       << std::setprecision(0) << "  " << rate << " samples/s  ETA " << eta << " s";
+       << std::setprecision(0) << "  " << rate << " " << item_name_ << "/s  ETA " << eta << " s";
     if (tty_) {
         std::cerr << os.str() << "\x1b[K" << (final ? "\n" : "") << std::flush;
     } else {

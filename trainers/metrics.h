@@ -29,21 +29,25 @@ std::string json_line(const Fields& fields);
 // The number under "key" in a line written by json_line (null reads as NaN); `what` names the
 // source in the error when the key is missing.
 double json_number(const std::string& line, const std::string& key, const std::string& what);
+// Whether a line written by json_line has an entry "key".
+bool json_has(const std::string& line, const std::string& key);
 
 class Progress {
 public:
-    Progress(int64_t total_steps, int64_t first_step, int64_t batch_size, int64_t log_every,
-             bool enabled);
+    // items_per_step: what one step trains on, counted in `item_name` ("samples", "tokens").
+    Progress(int64_t total_steps, int64_t first_step, int64_t items_per_step, std::string item_name,
+             int64_t log_every, bool enabled);
     // Called after every optimizer step.
     void step(int64_t step, double loss, double lr);
     // A line of its own (clears the bar first).
     void message(const std::string& line);
     void finish();
-    double samples_per_second() const;
+    double items_per_second() const;
 
 private:
     void draw(int64_t step, bool final);
     int64_t total_, first_, batch_, log_every_;
+    std::string item_name_;
     bool enabled_, tty_;
     double loss_ = 0, lr_ = 0;
     int64_t last_step_ = 0;

@@ -10,10 +10,11 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
-#include "core/fashion_mnist.h"
+#include "core/quant_linear.h"
 #include "core/fs.h"
 #include "core/sampler.h"
 #include "quantizers/layer_selection.h"
@@ -23,11 +24,6 @@
 
 namespace trit::trainers {
 namespace {
-
-// Fashion-MNIST training-split pixel statistics (pixel / 255), fixed so that a model's expected
-// input does not depend on data.train_limit.
-constexpr float kFashionMnistMean = 0.2860f;
-constexpr float kFashionMnistStd = 0.3530f;
 
 using Clock = std::chrono::steady_clock;
 
@@ -49,10 +45,21 @@ std::string first_difference(const std::string& a, const std::string& b) {
     }
 }
 
-std::string describe_model(const ModelConfig& m) {
-    std::string s = m.type + " " + std::to_string(m.input);
-    for (int64_t h : m.hidden) s += "-" + std::to_string(h);
-    return s + "-" + std::to_string(m.classes);
+std::string describe_model(const ModelConfig& m, Model& model) {
+    std::string s = m.type + " ";
+    if (m.type == "mlp") {
+        s += std::to_string(m.input);
+        for (int64_t h : m.hidden) s += "-" + std::to_string(h);
+        s += "-" + std::to_string(m.classes);
+    } else {
+        s += "dim " + std::to_string(m.dim) + ", depth " + std::to_string(m.depth) + ", heads " +
+             std::to_string(m.heads) + ", " + m.activation + (m.subln ? ", subln" : "") +
+             (m.type == "vit" ? ", patch " + std::to_string(m.patch)
+                              : ", context " + std::to_string(m.context));
+    }
+    int64_t params = 0;
+    for (const auto& p : model.parameters()) params += p.numel();
+    return s + " (" + std::to_string(params) + " parameters)";
 }
 
 }  // namespace
@@ -69,36 +76,29 @@ torch::Device parse_device(const std::string& name) {
         TRIT_CHECK(torch::cuda::is_available(), "--device ", name,
                    ": this LibTorch has no CUDA support or no GPU is visible");
         TRIT_CHECK(!d.has_index() || d.index() < static_cast<int>(torch::cuda::device_count()),
-                   "--device ", name, ": only ", torch::cuda::device_count(), " GPU(s) visible");
+                   "--device ", name, ": only ", static_cast<int>(torch::cuda::device_count()), " GPU(s) visible");
         return d;
     }
     TRIT_FAIL("--device '", name, "': expected cpu or cuda");
 }
 
-std::pair<torch::Tensor, torch::Tensor> load_split(const DataConfig& data, bool train,
-                                                   torch::Device device) {
-    TRIT_CHECK(data.dataset == "fashion_mnist", "data.dataset: unknown dataset '", data.dataset,
-               "'; known: fashion_mnist");
-    data::Dataset ds = data::load_fashion_mnist(
-        data.path, train ? data::Split::kTrain : data::Split::kTest,
-        train ? data.train_limit : data.test_limit);
-    torch::Tensor x = ds.images;
-    if (data.normalize) x = (x - kFashionMnistMean) / kFashionMnistStd;
-    return {x.to(device), ds.labels.to(device)};
-}
-
-TrainingSetup make_training_setup(const Recipe& recipe, torch::Device device) {
+TrainingSetup make_training_setup(const Recipe& recipe, torch::Device device, Precision precision) {
+    check_precision(precision, device);
     torch::manual_seed(recipe.seed);
     TrainingSetup s;
     s.device = device;
+    s.precision = precision;
     s.model = make_model(recipe.model);
     s.quantized_layers =
         quantizers::apply_quantization(*s.model, s.model->output_layer(), recipe.quantization);
     s.model->to(device);
 
-    // Decoupled weight decay on weight matrices only; biases are not decayed.
+    // Decoupled weight decay on the linear layers' weights only.
+    std::set<const void*> linear_weights;
+    for (auto& [name, layer] : quant_linears(*s.model)) linear_weights.insert(layer->weight.unsafeGetTensorImpl());
     std::vector<torch::Tensor> decay, no_decay;
-    for (auto& p : s.model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    for (auto& p : s.model->parameters())
+        (linear_weights.count(p.unsafeGetTensorImpl()) ? decay : no_decay).push_back(p);
     const auto& o = recipe.optimizer;
     auto options = [&](double wd) {
         return std::make_unique<torch::optim::AdamWOptions>(
@@ -116,37 +116,15 @@ torch::Tensor train_step(TrainingSetup& s, const torch::Tensor& x, const torch::
     for (auto& group : s.optimizer->param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     s.optimizer->zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(s.model->forward(x), y);
+    torch::Tensor loss;
+    {
+        AutocastScope autocast(s.precision);
+        loss = task_loss(s.model->task(), s.model->forward(x).to(torch::kFloat32), y);
+    }
     loss.backward();
     if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(s.model->parameters(), grad_clip);
     s.optimizer->step();
     return loss.detach();
-}
-
-EvalResult evaluate(Model& model, const torch::Tensor& x, const torch::Tensor& y,
-                    int64_t batch_size) {
-    torch::NoGradGuard no_grad;
-    const bool was_training = model.is_training();
-    model.eval();
-    double loss_sum = 0;
-    int64_t correct = 0;
-    const int64_t n = x.size(0);
-    for (int64_t b = 0; b < n; b += batch_size) {
-        const int64_t e = std::min(n, b + batch_size);
-        torch::Tensor logits = model.forward(x.slice(0, b, e));
-        torch::Tensor yb = y.slice(0, b, e);
-        loss_sum += torch::nn::functional::cross_entropy(
-                        logits, yb,
-                        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                        .item<double>();
-        correct += logits.argmax(1).eq(yb).sum().item<int64_t>();
-    }
-    model.train(was_training);
-    EvalResult r;
-    r.examples = n;
-    r.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-    r.accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
-    return r;
 }
 
 TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
@@ -174,17 +152,18 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
 
     const torch::Device device = parse_device(opt.device);
     if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
-    auto [x_train, y_train] = load_split(recipe.data, /*train=*/true, device);
-    auto [x_test, y_test] = load_split(recipe.data, /*train=*/false, device);
-    TrainingSetup setup = make_training_setup(recipe, device);
+    TrainingSetup setup = make_training_setup(recipe, device, opt.precision);
+    std::unique_ptr<TrainData> train_data = make_train_data(recipe, device);
+    std::unique_ptr<EvalData> eval_data = make_eval_data(recipe, device);
 
-    const int64_t n = x_train.size(0);
-    const int64_t batches = (n + t.batch_size - 1) / t.batch_size;
+    const int64_t batches = train_data->batches_per_epoch();
+    const int64_t items = train_data->items_per_batch();
     const int64_t total = t.steps > 0 ? t.steps : t.epochs * batches;
 
     TrainSummary summary;
     summary.run_dir = run_dir;
     summary.quantized_layers = setup.quantized_layers;
+    summary.item_name = train_data->item_name();
     TrainPosition pos;
     if (opt.resume) {
         std::string saved;
@@ -198,12 +177,13 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     fs::write_file_atomic(fs::join(run_dir, "recipe.yaml"), recipe_text);
 
     MetricsLog metrics(fs::join(run_dir, "metrics.jsonl"), pos.step, opt.resume);
-    Progress progress(total, pos.step, t.batch_size, t.log_every, opt.progress);
+    Progress progress(total, pos.step, items, train_data->item_name(), t.log_every, opt.progress);
     {
         std::ostringstream os;
-        os << "trit train " << recipe.name << ": " << describe_model(recipe.model) << ", "
-           << n << " training examples, " << total << " steps of " << t.batch_size << " on "
-           << device.str() << "; quantized layers: ";
+        os << "trit train " << recipe.name << ": " << describe_model(recipe.model, *setup.model) << "; "
+           << train_data->describe() << "; " << total << " steps of " << t.batch_size << " on "
+           << device.str() << (opt.precision == Precision::kBf16 ? " (bf16 autocast)" : "")
+           << "; evaluation on " << eval_data->describe() << "; quantized layers: ";
         if (setup.quantized_layers.empty()) os << "none (float)";
         for (size_t i = 0; i < setup.quantized_layers.size(); ++i)
             os << (i ? ", " : "") << setup.quantized_layers[i];
@@ -219,15 +199,13 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     double train_seconds = 0, window_loss = 0;
     int64_t window_steps = 0, last_eval_step = -1, last_ckpt_step = opt.resume ? pos.step : -1;
     auto run_eval = [&](int64_t step, int64_t epoch) {
-        summary.test = evaluate(*setup.model, x_test, y_test, t.eval_batch_size);
+        summary.test = eval_data->evaluate(*setup.model);
         last_eval_step = step;
-        metrics.write({{"step", step}, {"epoch", epoch}, {"eval_loss", summary.test.loss},
-                       {"eval_accuracy", summary.test.accuracy}});
-        std::ostringstream os;
-        os << "eval @ step " << step << ": test accuracy " << std::fixed << std::setprecision(2)
-           << 100.0 * summary.test.accuracy << "%, loss " << std::setprecision(4)
-           << summary.test.loss;
-        progress.message(os.str());
+        Fields f = {{"step", step}, {"epoch", epoch}, {"eval_loss", summary.test.loss},
+                    {"eval_accuracy", summary.test.accuracy}};
+        if (summary.test.language_model) f.push_back({"eval_bits_per_byte", summary.test.bits_per_byte()});
+        metrics.write(f);
+        progress.message("eval @ step " + std::to_string(step) + ": " + describe_eval(summary.test));
     };
     auto checkpoint = [&](int64_t step, int64_t epoch, int64_t next_batch) {
         TrainPosition p{step, epoch, next_batch};
@@ -238,15 +216,12 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
 
     int64_t step = pos.step;
     for (int64_t epoch = pos.epoch; step < total; ++epoch) {
-        const std::vector<int64_t> order = data::epoch_permutation(n, recipe.seed, epoch);
         const int64_t first_batch = epoch == pos.epoch ? pos.batch : 0;
         for (int64_t b = first_batch; b < batches && step < total; ++b) {
             const auto t0 = Clock::now();
-            const int64_t begin = b * t.batch_size, end = std::min(n, begin + t.batch_size);
-            torch::Tensor xb = data::gather_rows(x_train, order, begin, end);
-            torch::Tensor yb = data::gather_rows(y_train, order, begin, end);
+            const Batch batch = train_data->batch(epoch, b);
             const double lr = lr_at(recipe.schedule, recipe.optimizer.lr, step, total);
-            const double loss = train_step(setup, xb, yb, lr, recipe.optimizer.grad_clip).item<double>();
+            const double loss = train_step(setup, batch.x, batch.y, lr, recipe.optimizer.grad_clip).item<double>();
             train_seconds += seconds_since(t0);
             ++step;
             if (!std::isfinite(loss)) {
@@ -266,8 +241,8 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
                 summary.final_train_loss = window_loss / static_cast<double>(window_steps);
                 metrics.write({{"step", step}, {"epoch", epoch}, {"loss", summary.final_train_loss},
                                {"lr", lr},
-                               {"samples_per_s", train_seconds > 0 ? static_cast<double>(
-                                                    (step - pos.step) * t.batch_size) / train_seconds : 0.0},
+                               {summary.item_name + "_per_s", train_seconds > 0 ? static_cast<double>(
+                                                    (step - pos.step) * items) / train_seconds : 0.0},
                                {"elapsed_s", seconds_since(start)}});
                 window_loss = 0;
                 window_steps = 0;
@@ -285,14 +260,21 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     summary.steps = step;
     summary.seconds = seconds_since(start);
     summary.samples_per_second =
-        train_seconds > 0 ? static_cast<double>((step - pos.step) * t.batch_size) / train_seconds : 0.0;
-    fs::write_file_atomic(fs::join(run_dir, "summary.json"),
-                    json_line({{"steps", summary.steps},
-                               {"test_accuracy", summary.test.accuracy},
-                               {"test_loss", summary.test.loss},
-                               {"final_train_loss", summary.final_train_loss},
-                               {"seconds", summary.seconds},
-                               {"train_samples_per_s", summary.samples_per_second}}) + "\n");
+        train_seconds > 0 ? static_cast<double>((step - pos.step) * items) / train_seconds : 0.0;
+    // Classifiers report the test split, language models the validation text.
+    Fields f = {{"steps", summary.steps}};
+    if (summary.test.language_model) {
+        f.insert(f.end(), {{"valid_bits_per_byte", summary.test.bits_per_byte()},
+                           {"valid_loss", summary.test.loss},
+                           {"valid_perplexity", summary.test.perplexity()},
+                           {"valid_accuracy", summary.test.accuracy}});
+    } else {
+        f.insert(f.end(), {{"test_accuracy", summary.test.accuracy}, {"test_loss", summary.test.loss}});
+    }
+    f.insert(f.end(), {{"final_train_loss", summary.final_train_loss},
+                       {"seconds", summary.seconds},
+                       {"train_" + summary.item_name + "_per_s", summary.samples_per_second}});
+    fs::write_file_atomic(fs::join(run_dir, "summary.json"), json_line(f) + "\n");
     return summary;
 }
 

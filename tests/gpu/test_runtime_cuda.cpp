@@ -1,7 +1,8 @@
 // GPU tests of the GPU runtime (kernels/runtime_cuda.h): an MLP exported to every packed format
 // runs on the GPU with the same logits as the CPU reference runtime, bit for bit where the layers
 // quantize their input to int8 (the kernels and the epilogue are exact), within float rounding
-// where they do not; and its errors.
+// where they do not; the vit and gpt run as modules on the GPU within rounding of the CPU
+// reference runtime's packed module, and the gpt decodes with a KV cache there; and its errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,9 +11,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/gpt.h"
 #include "core/model.h"
 #include "core/recipe.h"
 #include "exporters/pack.h"
+#include "exporters/reference.h"
 #include "exporters/runtime_cpu.h"
 #include "kernels/runtime_cuda.h"
 #include "quantizers/layer_selection.h"
@@ -96,6 +99,99 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     EXPECT_THAT(lines[0], HasSubstr("fc1 tern2 generic"));
     EXPECT_THAT(lines[0], HasSubstr("k must be a multiple of 64"));
     EXPECT_THAT(lines[1], HasSubstr("head float"));
+}
+
+// Tiny transformers: vit on 7x7 patches (k = 49 for `patch`: a partial group everywhere), gpt
+// with 2 blocks over 16 bytes.
+const std::string kVit = "{type: vit, dim: 32, depth: 1, heads: 2, patch: 7}";
+const std::string kGpt = "{type: gpt, dim: 32, depth: 2, heads: 2, context: 16}";
+
+// The model's input: images (64, 784) or bytes (4, 16), and labels of the matching shape.
+std::pair<torch::Tensor, torch::Tensor> transformer_inputs(bool gpt) {
+    torch::manual_seed(29);
+    if (gpt)
+        return {torch::randint(256, {4, 16}, torch::kLong),
+                torch::randint(256, {4, 16}, torch::kLong)};
+    return {torch::randn({64, 784}), torch::randint(10, {64}, torch::kLong)};
+}
+
+// Norms, softmax and activations run in LibTorch CUDA, whose reductions round differently from
+// the CPU's: the layers' int8 codes can then differ by one at a rounding tie, a change of about
+// 1/127 of one activation, so the logits agree within rounding and rare code flips, not bitwise.
+constexpr double kTransformerInt8Rtol = 1e-2;
+constexpr double kTransformerMinAgreement = 0.9;
+// Without activation quantization only float rounding differs (sums of <= 128 terms in float).
+constexpr double kTransformerFloatRtol = 1e-4;
+
+TEST_F(CudaRuntime, TransformersMatchTheCpuReferenceModule) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"tern2", "{method: absmean, granularity: channel}"},
+        {"tern24", "{method: absmean, granularity: channel}"},
+        {"bin1", "{method: binary, granularity: channel}"},
+        {"bt2", "{method: balanced, granularity: group, group_size: 64, depth: 2}"},
+    };
+    for (const bool gpt : {false, true}) {
+        const auto [x, y] = transformer_inputs(gpt);
+        for (const auto& [format, weight] : cases) {
+            SCOPED_TRACE(std::string(gpt ? "gpt " : "vit ") + format);
+            const auto packed =
+                exported(recipe(weight, "int8_per_token", gpt ? kGpt : kVit), format);
+            trit::kernels::CudaModel runtime(packed);
+            ASSERT_NE(runtime.module(), nullptr);
+            torch::NoGradGuard no_grad;
+            const torch::Tensor want = trit::exporters::packed_module_cpu(packed)->forward(x);
+            const torch::Tensor got = runtime.forward(x).cpu();
+            ASSERT_EQ(got.sizes(), want.sizes());
+            const auto c = trit::exporters::compare_logits(got, want, y);
+            EXPECT_LE(c.relative_error, kTransformerInt8Rtol);
+            EXPECT_GE(c.top1_agreement, kTransformerMinAgreement)
+                << "first disagreement " << c.first_disagreement;
+        }
+    }
+}
+
+TEST_F(CudaRuntime, FloatActivationTransformersMatchWithinRounding) {
+    for (const bool gpt : {false, true}) {
+        SCOPED_TRACE(gpt ? "gpt" : "vit");
+        const auto packed = exported(
+            recipe("{method: absmean, granularity: channel}", "none", gpt ? kGpt : kVit), "tern2");
+        trit::kernels::CudaModel runtime(packed);
+        const auto [x, y] = transformer_inputs(gpt);
+        torch::NoGradGuard no_grad;
+        const auto c = trit::exporters::compare_logits(
+            runtime.forward(x).cpu(), trit::exporters::packed_module_cpu(packed)->forward(x), y);
+        EXPECT_LE(c.relative_error, kTransformerFloatRtol);
+        EXPECT_EQ(c.top1_agreement, 1.0) << "first disagreement " << c.first_disagreement;
+    }
+}
+
+// The gpt module on the GPU decodes through its KV cache (what `trit generate --device cuda` would
+// use): prefill, then one byte at a time, with the full forward's logits up to rounding.
+TEST_F(CudaRuntime, GptModuleDecodesWithAKvCache) {
+    const auto packed = exported(
+        recipe("{method: absmean, granularity: channel}", "int8_per_token", kGpt), "tern2");
+    trit::kernels::CudaModel runtime(packed);
+    auto* gpt = dynamic_cast<trit::Gpt*>(runtime.module().get());
+    ASSERT_NE(gpt, nullptr);
+    const torch::Tensor tokens = transformer_inputs(true).first.to(runtime.device());
+    torch::NoGradGuard no_grad;
+    const torch::Tensor full = gpt->forward(tokens).cpu();
+    trit::KvCache cache = gpt->make_cache(tokens.size(0));
+    std::vector<torch::Tensor> parts = {gpt->forward_cached(tokens.slice(1, 0, 5), cache).cpu()};
+    for (int64_t t = 5; t < tokens.size(1); ++t)
+        parts.push_back(gpt->forward_cached(tokens.slice(1, t, t + 1), cache).cpu());
+    const torch::Tensor cached = torch::cat(parts, 1);
+    ASSERT_EQ(cached.sizes(), full.sizes());
+    EXPECT_LE((cached - full).abs().max().item<double>(),
+              kTransformerInt8Rtol * full.abs().max().item<double>());
+    EXPECT_TRUE(torch::equal(runtime.forward(tokens).cpu(), full));  // forward() is the module's
+}
+
+TEST_F(CudaRuntime, MlpHasNoModule) {
+    const auto packed = exported(recipe("{method: absmean, granularity: channel}", "int8_per_token",
+                                        "{input: 784, hidden: [64], classes: 10}"),
+                                 "tern2");
+    EXPECT_EQ(trit::kernels::CudaModel(packed).module(), nullptr);
 }
 
 TEST(CudaRuntimeErrors, NamesTheDeviceProblem) {

@@ -4,8 +4,9 @@
 // split (mlp, vit) or the fortunes validation text in windows of model.context bytes (gpt, every
 // position's next-byte logits). On cpu the packed model runs on the CPU reference runtime; on cuda
 // it runs on the GPU runtime (the kernels), compared with the training forward on the same GPU
-// (LibTorch CUDA) and with the CPU reference runtime. Batches are compared as they come, so memory
-// stays that of one batch.
+// (LibTorch CUDA, with the file's codes) and with the CPU reference runtime (required to agree
+// only where the float parts are exact on both devices: an mlp with ReLU). Batches are compared
+// as they come, so memory stays that of one batch.
 #include <functional>
 #include <iomanip>
 #include <iostream>
@@ -126,7 +127,9 @@ Command add_validate(CLI::App& app) {
         TRIT_CHECK(recipe_to_yaml(packed.recipe) == recipe_to_yaml(run.recipe), a->model,
                    ": its recipe differs from the one in ", run.checkpoint,
                    " (was it exported from another run?)");
-        exporters::configure_reference(*run.model, packed);
+        // On a GPU the reference takes the file's codes (see configure_reference); on the CPU it
+        // re-quantizes the latent weights, which also checks the export's quantization.
+        exporters::configure_reference(*run.model, packed, /*use_file_codes=*/device.is_cuda());
         run.model->to(device);
         const bool lm = run.model->task() == Task::kLanguageModel;
         // The mlp runs layer by layer (forward_cpu); the transformers as a packed module.
@@ -179,8 +182,18 @@ Command add_validate(CLI::App& app) {
                                    : "CPU reference runtime vs training forward",
                rtol_ref);
         if (device.is_cuda()) {
-            report(g, "GPU runtime vs CPU reference runtime", a->rtol);
-            ok = ok && g.relative_error <= a->rtol && g.top1_agreement >= a->min_agreement;
+            // The GPU and CPU runtimes compute the same float operations bit for bit only for an
+            // mlp with ReLU. Elsewhere LibTorch's CUDA and CPU kernels for norms, softmax and GELU
+            // round differently, a difference that flips int8 activation codes at rounding ties:
+            // the GPU runtime is then held to the training forward on the same GPU (above), and
+            // this comparison is reported, not required.
+            const ModelConfig& mc = packed.recipe.model;
+            const bool exact_across_devices = mc.type == "mlp" && mc.activation == "relu";
+            report(g, std::string("GPU runtime vs CPU reference runtime") +
+                          (exact_across_devices ? "" : " (informational: float kernels differ between devices)"),
+                   a->rtol);
+            if (exact_across_devices)
+                ok = ok && g.relative_error <= a->rtol && g.top1_agreement >= a->min_agreement;
             std::cout << "    bit-identical logits: " << same << " of " << logits << "\n";
 #ifdef TRIT_HAVE_CUDA
             // Rows of the packed layers' input: a gpt layer sees every position of every window.

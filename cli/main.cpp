@@ -8,7 +8,14 @@
 #include "cli/commands.h"
 #include "core/error.h"
 
+#ifdef TRIT_HAVE_CUDA
+#include "kernels/train_quant_torch.h"
+#endif
+
 int main(int argc, char** argv) {
+#ifdef TRIT_HAVE_CUDA
+    trit::kernels::register_training_quantizers();  // QAT on a GPU uses the fused quantizers
+#endif
     CLI::App app{"trit: train, quantize, pack and run ternary and binary neural networks"};
     app.set_version_flag("--version", std::string("trit ") + TRIT_VERSION);
     app.require_subcommand(1);

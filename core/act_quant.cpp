@@ -15,8 +15,7 @@ namespace {
 
 struct Int8Ste : torch::autograd::Function<Int8Ste> {
     static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) {
-        Int8Activations a = act_int8_quantize(x);
-        return a.q * a.scale;
+        return act_int8_fake_quantize(x).x_hat;
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
                                                    torch::autograd::variable_list grad) {
@@ -29,14 +28,17 @@ struct Int8Ste : torch::autograd::Function<Int8Ste> {
 // cost as much as the layer's matmul in QAT). Same arithmetic as act_int8_quantize_ref
 // (core/act_int8.h): float 127 / amax, x * that rounded half to even, clamped; a row with a NaN or
 // an infinity gets codes 0 and a NaN scale.
-Int8Activations quantize_rows_cpu(const torch::Tensor& x) {
+// With `with_hat`, x_hat = q * scale is written in the same pass.
+Int8FakeQuant quantize_rows_cpu(const torch::Tensor& x, bool with_hat) {
     const int64_t cols = x.size(-1), rows = x.numel() / cols;
     std::vector<int64_t> scale_shape = x.sizes().vec();
     scale_shape.back() = 1;
     torch::Tensor q = torch::empty_like(x);
     torch::Tensor scale = torch::empty(scale_shape, x.options());
+    torch::Tensor x_hat = with_hat ? torch::empty_like(x) : torch::Tensor();
     const float* xp = x.data_ptr<float>();
     float* qp = q.data_ptr<float>();
+    float* hp = with_hat ? x_hat.data_ptr<float>() : nullptr;
     float* sp = scale.data_ptr<float>();
     constexpr int64_t kLanes = 16;  // independent maxima, so the compiler can vectorize the scan
     const int64_t grain = std::max<int64_t>(1, 32768 / cols);
@@ -63,6 +65,7 @@ Int8Activations quantize_rows_cpu(const torch::Tensor& x) {
             if (!finite) {
                 std::fill(qr, qr + cols, 0.0f);
                 sp[r] = std::numeric_limits<float>::quiet_NaN();
+                if (hp) std::fill(hp + r * cols, hp + (r + 1) * cols, sp[r]);
                 continue;
             }
             amax = std::max(amax, kAct8Eps);
@@ -75,12 +78,38 @@ Int8Activations quantize_rows_cpu(const torch::Tensor& x) {
                 qr[c] = v < -128.0f ? -128.0f : (v > 127.0f ? 127.0f : v);
             }
             sp[r] = amax / 127.0f;
+            if (hp) {
+                float* hr = hp + r * cols;
+                for (int64_t c = 0; c < cols; ++c) hr[c] = qr[c] * sp[r];
+            }
         }
     });
-    return {q, scale};
+    return {q, x_hat, scale};
 }
 
+ActInt8CudaImpl g_act_int8_cuda = nullptr;
+
 }  // namespace
+
+void set_act_int8_cuda_impl(ActInt8CudaImpl impl) { g_act_int8_cuda = impl; }
+
+Int8FakeQuant act_int8_fake_quantize(const torch::Tensor& input) {
+    TRIT_CHECK(input.dim() >= 1 && input.size(-1) >= 1,
+               "act_int8_fake_quantize: expected a tensor whose last dimension is not empty, got ",
+               input.sizes());
+    if (g_act_int8_cuda && input.is_cuda() && input.scalar_type() == torch::kFloat32 &&
+        input.dim() >= 1 && input.size(-1) >= 1 && input.numel() > 0) {
+        torch::NoGradGuard no_grad;
+        return g_act_int8_cuda(input.detach().contiguous());
+    }
+    if (input.is_cpu()) {
+        torch::NoGradGuard no_grad;
+        return quantize_rows_cpu(input.detach().to(torch::kFloat32).contiguous(), /*with_hat=*/true);
+    }
+    Int8Activations a = act_int8_quantize(input);
+    torch::Tensor x_hat = a.q * a.scale;
+    return {a.q, x_hat, a.scale};
+}
 
 ActQuantMethod parse_act_quant_method(const std::string& name) {
     if (name == "none") return ActQuantMethod::kNone;
@@ -94,7 +123,10 @@ Int8Activations act_int8_quantize(const torch::Tensor& input) {
                input.sizes());
     torch::NoGradGuard no_grad;
     torch::Tensor x = input.detach().to(torch::kFloat32);
-    if (x.is_cpu()) return quantize_rows_cpu(x.contiguous());
+    if (x.is_cpu()) {
+        Int8FakeQuant f = quantize_rows_cpu(x.contiguous(), /*with_hat=*/false);
+        return {f.q, f.scale};
+    }
     torch::Tensor amax = std::get<0>(x.abs().max(/*dim=*/-1, /*keepdim=*/true)).clamp_min(kAct8Eps);
     // Exact IEEE divisions, as in the reference: 127 / amax, then amax / 127. Both operands are
     // tensors because ATen may turn division by a scalar into multiplication by its reciprocal.

@@ -22,6 +22,19 @@ struct Int8Activations {
 // Quantizes without autograd history.
 Int8Activations act_int8_quantize(const torch::Tensor& x);
 
+// Codes, scale and the dequantized activations x_hat = q * scale, without autograd history.
+struct Int8FakeQuant {
+    torch::Tensor q, x_hat, scale;  // q, x_hat: x's shape; scale: last dimension 1
+};
+Int8FakeQuant act_int8_fake_quantize(const torch::Tensor& x);
+
+// A fused implementation of act_int8_fake_quantize for contiguous float32 CUDA tensors (one
+// launch instead of ~9 tensor ops), registered by the CUDA kernels library
+// (kernels::register_training_quantizers, which trit's CLI calls at start when built with CUDA).
+// Without one, CUDA tensors take the tensor ops: same values.
+using ActInt8CudaImpl = Int8FakeQuant (*)(const torch::Tensor& x);
+void set_act_int8_cuda_impl(ActInt8CudaImpl impl);
+
 // Training forward: the dequantized activations, with a straight-through (identity) gradient.
 torch::Tensor act_fake_quant(const torch::Tensor& x, ActQuantMethod method);
 

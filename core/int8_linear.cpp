@@ -37,20 +37,24 @@ torch::Tensor integer_epilogue_forward(const torch::Tensor& xq, const torch::Ten
 struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                  const torch::Tensor& weight, const torch::Tensor& bias,
-                                 const WeightQuantSpec* spec) {
+                                 const WeightQuantSpec* spec, const QuantizedWeights* frozen) {
         // Under autocast (trainer --precision bf16) the integer matmuls stay in float32: in
         // bfloat16 their sums would round and the forward would no longer be exact.
         c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
         const int64_t k = x.size(-1);
         torch::Tensor x2 = x.reshape({-1, k}).to(torch::kFloat32);
-        Int8Activations a = act_int8_quantize(x2);
-        QuantizedWeights w = quantize_weight(weight, *spec);
-        torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w, *spec);
+        const Int8FakeQuant a = act_int8_fake_quantize(x2);
+        QuantizedWeightsEff w;
+        if (frozen) {
+            w.w = {frozen->q.to(weight.device()), frozen->scale.to(weight.device())};
+            w.w_eff = dequantize(w.w, *spec);
+        } else {
+            w = quantize_weight_eff(weight, *spec);
+        }
+        torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w.w, *spec);
         const bool has_bias = bias.numel() > 0;  // see int8_quant_linear
         if (has_bias) y.add_(bias);
-        // The codes are spent: turn them into x_hat and W_eff in place for the backward.
-        torch::Tensor w_scale = expand_scale(w.scale, *spec, weight.size(1));
-        ctx->save_for_backward({a.q.mul_(a.scale), w.q.mul_(w_scale)});
+        ctx->save_for_backward({a.x_hat, w.w_eff});
         ctx->saved_data["has_bias"] = has_bias;
         ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
         std::vector<int64_t> out_shape = x.sizes().vec();
@@ -75,20 +79,21 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         if (ctx->needs_input_grad(1)) grad_w = torch::matmul(g.t(), x_hat);
         if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) grad_b = g.sum(0);
         // (grad_w and grad_b are float32 like the parameters.)
-        return {grad_x, grad_w, grad_b, torch::Tensor()};
+        return {grad_x, grad_w, grad_b, torch::Tensor(), torch::Tensor()};
     }
 };
 
 }  // namespace
 
 torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                                const torch::Tensor& bias, const WeightQuantSpec& spec) {
+                                const torch::Tensor& bias, const WeightQuantSpec& spec,
+                                const QuantizedWeights* frozen) {
     TRIT_CHECK(spec.method != WeightQuantMethod::kNone,
                "int8_quant_linear: needs a weight quantizer (method none is a float linear)");
     // LibTorch 1.13's Function::apply fails on an undefined tensor argument ("tensor does not have
     // a device"): a layer without bias passes an empty one (a real bias has >= 1 element).
     const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
-    return Int8QuantLinearFn::apply(x, weight, b, &spec);
+    return Int8QuantLinearFn::apply(x, weight, b, &spec, frozen);
 }
 
 }  // namespace trit

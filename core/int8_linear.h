@@ -15,8 +15,10 @@ namespace trit {
 // Largest |accumulator| a float32 sum holds exactly.
 inline constexpr double kExactFloatSum = 16777216.0;  // 2^24
 
-// x (..., in), weight (out, in), bias (out) or undefined -> (..., out).
+// x (..., in), weight (out, in), bias (out) or undefined -> (..., out). `frozen`: codes and scales
+// to use instead of quantizing `weight` (QuantLinear::freeze_weights); any device.
 torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                                const torch::Tensor& bias, const WeightQuantSpec& spec);
+                                const torch::Tensor& bias, const WeightQuantSpec& spec,
+                                const QuantizedWeights* frozen = nullptr);
 
 }  // namespace trit

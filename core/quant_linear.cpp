@@ -40,7 +40,27 @@ void QuantLinearImpl::reset_parameters() {
     }
 }
 
-torch::Tensor QuantLinearImpl::effective_weight() { return weight_fake_quant(weight, spec_.weight); }
+void QuantLinearImpl::freeze_weights(const QuantizedWeights& w) {
+    if (!w.q.defined()) {
+        frozen_ = {};
+        return;
+    }
+    TRIT_CHECK(spec_.weight.method != WeightQuantMethod::kNone,
+               "QuantLinear::freeze_weights: the layer has no weight quantizer (set_quant first)");
+    TRIT_CHECK(w.q.dim() == 2 && w.q.size(0) == options.out_features() && w.q.size(1) == options.in_features(),
+               "QuantLinear::freeze_weights: codes ", w.q.sizes(), " do not match the layer (",
+               options.out_features(), ", ", options.in_features(), ")");
+    frozen_ = {w.q.to(torch::kFloat32), w.scale.to(torch::kFloat32)};
+}
+
+torch::Tensor QuantLinearImpl::effective_weight() {
+    if (weights_frozen()) {
+        const QuantizedWeights f{frozen_.q.to(weight.device()), frozen_.scale.to(weight.device())};
+        // The latent weight's straight-through gradient, the frozen values forward.
+        return dequantize(f, spec_.weight) + (weight - weight.detach());
+    }
+    return weight_fake_quant(weight, spec_.weight);
+}
 
 torch::Tensor QuantLinearImpl::forward(const torch::Tensor& x) {
     TRIT_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(), "QuantLinear: expected input (..., ",
@@ -48,7 +68,7 @@ torch::Tensor QuantLinearImpl::forward(const torch::Tensor& x) {
     if (override_) return override_(x);
     // int8 activations with quantized weights: the integer-exact forward packed inference matches.
     if (spec_.activation == ActQuantMethod::kInt8PerToken && spec_.weight.method != WeightQuantMethod::kNone)
-        return int8_quant_linear(x, weight, bias, spec_.weight);
+        return int8_quant_linear(x, weight, bias, spec_.weight, weights_frozen() ? &frozen_ : nullptr);
     return torch::linear(act_fake_quant(x, spec_.activation), effective_weight(), bias);
 }
 

@@ -46,6 +46,14 @@ public:
     void set_quant(const LinearQuantSpec& spec) { spec_ = spec; }
     const LinearQuantSpec& quant() const { return spec_; }
 
+    // Fixed codes and scales (the layout quantize_weight returns, any device) that the forward
+    // uses instead of quantizing the latent weight, which then only receives gradients. Used to
+    // validate an exported file on a GPU against exactly its codes: there the statistics behind
+    // the scales sum in another order than on the CPU that exported them, and an ulp flips a code
+    // at a rounding tie. Needs a quantized spec; an undefined q clears it. Not saved.
+    void freeze_weights(const QuantizedWeights& w);
+    bool weights_frozen() const { return frozen_.q.defined(); }
+
     // When set, forward() checks the input's last dimension and returns fn(x), ignoring the
     // weight, bias and quantization spec; an empty function restores the normal forward. Used by
     // the packed runtimes (exporters/runtime_cpu.h, kernels/runtime_cuda.h) to run a layer from
@@ -60,6 +68,7 @@ public:
 private:
     LinearQuantSpec spec_;
     ForwardOverride override_;
+    QuantizedWeights frozen_;
 };
 TORCH_MODULE(QuantLinear);
 

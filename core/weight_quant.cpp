@@ -70,7 +70,7 @@ torch::Tensor mask_2_of_4(const torch::Tensor& q, const torch::Tensor& w) {
 struct WeightSte : torch::autograd::Function<WeightSte> {
     static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& w,
                                  const WeightQuantSpec* spec) {
-        return dequantize(quantize_weight(w, *spec), *spec);
+        return quantize_weight_eff(w, *spec).w_eff;
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
                                                    torch::autograd::variable_list grad) {
@@ -177,6 +177,24 @@ QuantizedWeights quantize_weight(const torch::Tensor& weight, const WeightQuantS
     q = merge(g, q).add(0.0);  // + 0 turns round()'s -0 into +0: codes compare bit for bit
     if (spec.sparse24) q = mask_2_of_4(q, w);
     return {q.contiguous(), scale.contiguous()};
+}
+
+namespace {
+AbsmeanChannelCudaImpl g_absmean_channel_cuda = nullptr;
+}  // namespace
+
+void set_absmean_channel_cuda_impl(AbsmeanChannelCudaImpl impl) { g_absmean_channel_cuda = impl; }
+
+QuantizedWeightsEff quantize_weight_eff(const torch::Tensor& weight, const WeightQuantSpec& spec) {
+    if (g_absmean_channel_cuda && weight.is_cuda() && weight.dim() == 2 && weight.numel() > 0 &&
+        weight.scalar_type() == torch::kFloat32 && spec.method == WeightQuantMethod::kAbsmean &&
+        spec.granularity == ScaleGranularity::kChannel && !spec.sparse24) {
+        torch::NoGradGuard no_grad;
+        return g_absmean_channel_cuda(weight.detach().contiguous(), spec.fp16_scales);
+    }
+    QuantizedWeights w = quantize_weight(weight, spec);
+    torch::Tensor w_eff = dequantize(w, spec);
+    return {w, w_eff};
 }
 
 torch::Tensor dequantize(const QuantizedWeights& t, const WeightQuantSpec& spec) {

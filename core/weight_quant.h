@@ -45,6 +45,20 @@ struct QuantizedWeights {
 
 // Quantizes a 2-D weight; the result carries no autograd history. method must not be none.
 QuantizedWeights quantize_weight(const torch::Tensor& w, const WeightQuantSpec& spec);
+
+// quantize_weight plus the effective weight W_eff = q * (expanded) scale, without autograd history.
+struct QuantizedWeightsEff {
+    QuantizedWeights w;
+    torch::Tensor w_eff;  // (out, in)
+};
+QuantizedWeightsEff quantize_weight_eff(const torch::Tensor& w, const WeightQuantSpec& spec);
+
+// A fused absmean, per-channel, dense quantize_weight_eff for contiguous float32 CUDA weights,
+// registered by the CUDA kernels library (kernels::register_training_quantizers). Its scale sums
+// in another order than the tensor ops, so a scale can be an ulp off theirs. Other specs and
+// devices take the tensor ops.
+using AbsmeanChannelCudaImpl = QuantizedWeightsEff (*)(const torch::Tensor& w, bool fp16_scales);
+void set_absmean_channel_cuda_impl(AbsmeanChannelCudaImpl impl);
 // Broadcasts `scale` back to an (out, in) weight.
 torch::Tensor expand_scale(const torch::Tensor& scale, const WeightQuantSpec& spec, int64_t in);
 // scale * q in the weight's shape.

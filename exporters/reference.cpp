@@ -7,10 +7,11 @@
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "exporters/format_table.h"
 
 namespace trit::exporters {
 
-void configure_reference(Model& model, const PackedModel& packed) {
+void configure_reference(Model& model, const PackedModel& packed, bool use_file_codes) {
     for (auto& [name, layer] : quant_linears(model)) {
         const PackedLayer& p = packed.layer(name);
         TRIT_CHECK(p.out == layer->options.out_features() && p.in == layer->options.in_features(),
@@ -21,6 +22,14 @@ void configure_reference(Model& model, const PackedModel& packed) {
         spec.weight = p.spec;
         spec.activation = p.activation;
         layer->set_quant(spec);
+        if (use_file_codes) {
+            std::vector<int8_t> codes(static_cast<size_t>(p.out * p.in));
+            unpack_codes(p.format, p.packed, p.out, p.in, codes.data());
+            const torch::Tensor q = torch::from_blob(codes.data(), {p.out, p.in}, torch::kInt8).to(torch::kFloat32);
+            const torch::Tensor s = torch::from_blob(const_cast<float*>(p.scale.data()), {p.scale_rows, p.scale_cols},
+                                                     torch::kFloat32).clone();
+            layer->freeze_weights({q, s});
+        }
     }
     load_float_values(model, packed);
     model.eval();

@@ -14,8 +14,12 @@
 
 namespace trit::exporters {
 
-// Sets up `model` (built from the same recipe) as the reference for `packed`.
-void configure_reference(Model& model, const PackedModel& packed);
+// Sets up `model` (built from the same recipe) as the reference for `packed`. With
+// `use_file_codes`, packed layers forward with the file's own codes and scales
+// (QuantLinear::freeze_weights) instead of re-quantizing the latent weights: for a reference on a
+// GPU, whose reductions order the scale statistics differently from the CPU that exported the
+// file (an ulp off flips a code at a rounding tie). On the CPU both give the same codes.
+void configure_reference(Model& model, const PackedModel& packed, bool use_file_codes = false);
 
 // An example is one row of logits: an image, or one predicted position of a language model.
 struct Comparison {

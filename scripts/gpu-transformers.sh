@@ -53,16 +53,23 @@ for r in vit_ternary gpt_ternary; do
     d=$(data_set "$r")
     d=${d#data.path=}
     "$trit" export "$RUNS/$r" --format tern2 --out "$RUNS/$r/model-tern2.h5" >"$LOG/export-$r.log" 2>&1
-    "$trit" validate "$RUNS/$r/model-tern2.h5" --against "$RUNS/$r" --device cuda --data "$d" \
-        >"$LOG/validate-$r.log" 2>&1
-    echo "validate $r: rc $?" >>"$LOG/results.txt"
+    # On the GPU runtime (against the training forward on the GPU and the CPU reference runtime),
+    # then on the CPU reference runtime alone (against the training forward on the CPU).
+    for dev in cuda cpu; do
+        "$trit" validate "$RUNS/$r/model-tern2.h5" --against "$RUNS/$r" --device $dev --data "$d" \
+            >"$LOG/validate-$r-$dev.log" 2>&1
+        echo "validate $r on $dev: rc $?" >>"$LOG/results.txt"
+        grep -E "agreement|relative|bit-identical|PASS|FAIL" "$LOG/validate-$r-$dev.log" >>"$LOG/results.txt"
+    done
     "$trit" eval "$RUNS/$r/model-tern2.h5" --device cuda --data "$d" >"$LOG/eval-$r-h5.log" 2>&1
+    cat "$LOG/eval-$r-h5.log" >>"$LOG/results.txt"
 done
 
 for r in gpt_fp32 gpt_ternary; do
     [[ -f "$RUNS/$r/checkpoint.pt" ]] || continue
     "$trit" generate "$RUNS/$r" --device cuda --prompt "The " --max-tokens 300 --temperature 0.8 \
         --top-k 40 --seed 1 >"$LOG/generate-$r.txt" 2>&1
+    { echo "== generate $r"; cat "$LOG/generate-$r.txt"; echo; } >>"$LOG/results.txt"
 done
 
 if [[ -z "${SKIP_BENCH:-}" ]]; then

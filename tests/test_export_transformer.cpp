@@ -198,6 +198,11 @@ TEST_F(ExportTransformerTest, EveryFormatRoundTripsAndRunsBitExactly) {
             EXPECT_GT(c.max_abs_logit, 0.0);
             // forward_cpu runs the same module.
             EXPECT_TRUE(torch::equal(exporters::forward_cpu(back, x), got));
+            // The reference with the file's own codes (what a GPU validation uses) is the same
+            // forward on the CPU, where re-quantizing the latent weights gives those codes.
+            auto frozen = copy_of(*trained, recipe);
+            exporters::configure_reference(*frozen, back, /*use_file_codes=*/true);
+            EXPECT_TRUE(torch::equal(frozen->forward(x), want));
         }
     }
 }

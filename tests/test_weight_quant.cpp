@@ -280,5 +280,44 @@ TEST(QuantLinear, RejectsWrongInputWidth) {
     EXPECT_THROW(ql->forward(torch::randn({3, 9})), Error);
 }
 
+// Frozen codes replace the quantization of the latent weight in both forward paths; the latent
+// weight still gets its straight-through gradient; shapes and the missing quantizer are errors.
+TEST(QuantLinear, FrozenWeightsDriveTheForward) {
+    torch::manual_seed(4);
+    for (auto act : {ActQuantMethod::kNone, ActQuantMethod::kInt8PerToken}) {
+        QuantLinear layer(16, 8, /*bias=*/false);
+        LinearQuantSpec spec;
+        spec.weight.method = WeightQuantMethod::kAbsmean;
+        spec.activation = act;
+        layer->set_quant(spec);
+        const torch::Tensor x = torch::randn({5, 16});
+        const QuantizedWeights own = quantize_weight(layer->weight, spec.weight);
+        const torch::Tensor y0 = layer->forward(x).detach();
+        layer->freeze_weights(own);
+        EXPECT_TRUE(torch::equal(layer->forward(x).detach(), y0));  // same codes, same output
+        // Other codes: the output follows them, not the latent weight.
+        const QuantizedWeights flipped{-own.q, own.scale};
+        layer->freeze_weights(flipped);
+        EXPECT_TRUE(torch::allclose(layer->forward(x).detach(), -y0, 1e-5, 1e-5));
+        layer->weight.mutable_grad() = torch::Tensor();
+        layer->forward(x).sum().backward();
+        ASSERT_TRUE(layer->weight.grad().defined());
+        layer->freeze_weights({});
+        EXPECT_FALSE(layer->weights_frozen());
+    }
+    QuantLinear plain(16, 8);
+    EXPECT_THROW(plain->freeze_weights({torch::zeros({8, 16}), torch::ones({8, 1})}), Error);
+    QuantLinear q(16, 8);
+    LinearQuantSpec spec;
+    spec.weight.method = WeightQuantMethod::kAbsmean;
+    q->set_quant(spec);
+    try {
+        q->freeze_weights({torch::zeros({8, 15}), torch::ones({8, 1})});
+        ADD_FAILURE() << "wrong shape accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("do not match the layer (8, 16)"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace trit

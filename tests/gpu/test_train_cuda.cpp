@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "core/recipe.h"
+#include "kernels/train_quant_torch.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/synthetic_idx.h"
 #include "tests/support/tiny_run.h"
@@ -14,7 +15,13 @@
 namespace trit {
 namespace {
 
-class TrainCuda : public gputest::RequiresGpu<::testing::Test> {};
+class TrainCuda : public gputest::RequiresGpu<::testing::Test> {
+  protected:
+    void SetUp() override {
+        gputest::RequiresGpu<::testing::Test>::SetUp();
+        kernels::register_training_quantizers();  // as trit's CLI does
+    }
+};
 
 const char* kTernary =
     "quantization:\n"

@@ -11,8 +11,6 @@
 
 #include "core/error.h"
 #include "core/recipe.h"
-#include "core/sampler.h"
-#include "trainers/lr_schedule.h"
 #include "trainers/trainer.h"
 
 namespace trit::bench {

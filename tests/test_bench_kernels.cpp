@@ -10,21 +10,14 @@
 #include "bench/kernels.h"
 #include "core/error.h"
 #include "tests/support/process.h"
+#include "tests/support/error_of.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::error_of;
 
-// The Error message of `f`, or "" when it does not throw.
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 TEST(BenchKernelsOptions, ShapesParseAndNameTheirModel) {
     const auto s = bench::parse_shapes("4096x4096,768x3072,100x37");

@@ -24,11 +24,14 @@
 #include "tests/support/tiny_run.h"
 #include "trainers/checkpoint.h"
 #include "trainers/trainer.h"
+#include "tests/support/damaged_model.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::damaged;
+using trit::testing::load_error;
 using exporters::FormatId;
 
 // Relative logit error tolerance of the acceptance criteria: float reassociation between the
@@ -197,23 +200,7 @@ TEST_F(ExportTest, HalfPrecisionFloatLayersRoundTripAndValidate) {
     }
 }
 
-// A valid file with one thing changed in the PackedModel before writing.
-std::string damaged(const std::string& dir, const std::string& name, exporters::PackedModel m,
-                    const std::function<void(exporters::PackedModel&)>& change) {
-    change(m);
-    const std::string path = dir + "/" + name + ".h5";
-    exporters::write_model(path, m);
-    return path;
-}
 
-std::string load_error(const std::string& path) {
-    try {
-        exporters::read_model(path);
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 TEST_F(ExportTest, DamagedFilesAreRejectedWithThePath) {
     const auto base = export_run("ternary", "tern2").model;

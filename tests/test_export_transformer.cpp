@@ -28,11 +28,14 @@
 #include "quantizers/layer_selection.h"
 #include "tests/support/process.h"
 #include "trainers/checkpoint.h"
+#include "tests/support/damaged_model.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::damaged;
+using trit::testing::load_error;
 
 // Without activation quantization the packed product sums floats in another order than the
 // training forward's BLAS (as for the mlp in test_export.cpp): a few ulps, far below this.
@@ -313,23 +316,7 @@ TEST(CompareLogits, LanguageModelLogitsCountEveryPosition) {
     EXPECT_THROW(exporters::compare_logits(packed, ref, labels.reshape({-1})), Error);
 }
 
-// A valid file with one thing changed in the PackedModel before writing.
-std::string damaged(const std::string& dir, const std::string& name, exporters::PackedModel m,
-                    const std::function<void(exporters::PackedModel&)>& change) {
-    change(m);
-    const std::string path = dir + "/" + name + ".h5";
-    exporters::write_model(path, m);
-    return path;
-}
 
-std::string load_error(const std::string& path) {
-    try {
-        exporters::read_model(path);
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 exporters::PackedTensor& tensor_of(exporters::PackedModel& m, const std::string& name) {
     for (auto& t : m.tensors)

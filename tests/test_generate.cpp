@@ -26,11 +26,13 @@
 #include "quantizers/layer_selection.h"
 #include "tests/support/process.h"
 #include "trainers/checkpoint.h"
+#include "tests/support/error_of.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::error_of;
 using ::testing::Not;
 
 // KV-cache decoding multiplies matrices of other shapes than the full forward, so float sums run
@@ -84,14 +86,6 @@ std::vector<uint8_t> bytes_of(const std::string& s) {
     return {s.begin(), s.end()};
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 GenerateOptions sampled(uint64_t seed, int64_t max_tokens = 40) {
     GenerateOptions o;

@@ -18,11 +18,13 @@
 #include "core/model.h"
 #include "core/transformer.h"
 #include "core/vit.h"
+#include "tests/support/error_of.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::error_of;
 using Names = std::vector<std::string>;
 
 // KV-cache decoding multiplies matrices of other shapes than the full forward, so float sums run
@@ -71,14 +73,6 @@ Names block_linears(int64_t blocks, bool swiglu) {
     return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 int64_t parameter_count(torch::nn::Module& m) {
     int64_t n = 0;

@@ -2,21 +2,18 @@
 #include "trainers/trainer.h"
 
 #include <torch/cuda.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/utils.h>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <iomanip>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
-#include "core/quant_linear.h"
 #include "core/fs.h"
-#include "core/sampler.h"
+#include "core/quant_linear.h"
 #include "quantizers/layer_selection.h"
 #include "trainers/checkpoint.h"
 #include "trainers/lr_schedule.h"

@@ -1,6 +1,7 @@
 // The QAT training loop: builds the recipe's model, applies its quantization block, trains with
-// AdamW + warm-up/decay + gradient clipping on a deterministic data order, evaluates, logs JSON
-// lines, checkpoints atomically and resumes exactly. A non-finite loss stops the run.
+// AdamW + warm-up/decay + gradient clipping on a deterministic data order (trainers/data.h: images
+// for classifiers, byte windows for language models), evaluates, logs JSON lines, checkpoints
+// atomically and resumes exactly. A non-finite loss stops the run.
 #pragma once
 
 #include <torch/optim/adamw.h>

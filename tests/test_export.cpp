@@ -24,13 +24,14 @@
 #include "tests/support/tiny_run.h"
 #include "trainers/checkpoint.h"
 #include "trainers/trainer.h"
-#include "tests/support/damaged_model.h"
+#include "tests/support/model_files.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
 using trit::testing::damaged;
+using trit::testing::expect_same_model;
 using trit::testing::load_error;
 using exporters::FormatId;
 
@@ -79,21 +80,6 @@ protected:
 };
 std::string* ExportTest::dir_ = nullptr;
 
-void expect_same_model(const exporters::PackedModel& a, const exporters::PackedModel& b) {
-    ASSERT_EQ(a.layers.size(), b.layers.size());
-    EXPECT_EQ(a.recipe_yaml, b.recipe_yaml);
-    for (size_t i = 0; i < a.layers.size(); ++i) {
-        const auto &x = a.layers[i], &y = b.layers[i];
-        EXPECT_EQ(x.name, y.name);
-        EXPECT_TRUE(x.format == y.format) << x.name;
-        EXPECT_EQ(x.packed, y.packed) << x.name;
-        EXPECT_EQ(x.scale, y.scale) << x.name;  // exact float equality
-        EXPECT_EQ(x.bias, y.bias) << x.name;
-        EXPECT_EQ(x.weight, y.weight) << x.name;
-        EXPECT_EQ(x.activation, y.activation) << x.name;
-        EXPECT_EQ(exporters::describe_spec(x.spec), exporters::describe_spec(y.spec)) << x.name;
-    }
-}
 
 TEST_F(ExportTest, EveryFormatRoundTripsThroughTheFileBitExactly) {
     for (const auto& f : kFormats) {

@@ -28,13 +28,14 @@
 #include "quantizers/layer_selection.h"
 #include "tests/support/process.h"
 #include "trainers/checkpoint.h"
-#include "tests/support/damaged_model.h"
+#include "tests/support/model_files.h"
 
 namespace trit {
 namespace {
 
 using ::testing::HasSubstr;
 using trit::testing::damaged;
+using trit::testing::expect_same_model;
 using trit::testing::load_error;
 
 // Without activation quantization the packed product sums floats in another order than the
@@ -114,29 +115,6 @@ std::pair<torch::Tensor, torch::Tensor> inputs(const std::string& type) {
     return {torch::randint(256, {3, 16}, torch::kLong), torch::randint(256, {3, 16}, torch::kLong)};
 }
 
-void expect_same_model(const exporters::PackedModel& a, const exporters::PackedModel& b) {
-    EXPECT_EQ(a.recipe_yaml, b.recipe_yaml);
-    ASSERT_EQ(a.layers.size(), b.layers.size());
-    for (size_t i = 0; i < a.layers.size(); ++i) {
-        const auto &x = a.layers[i], &y = b.layers[i];
-        EXPECT_EQ(x.name, y.name);
-        EXPECT_TRUE(x.format == y.format) << x.name;
-        EXPECT_EQ(x.packed, y.packed) << x.name;
-        EXPECT_EQ(x.scale, y.scale) << x.name;  // exact float equality
-        EXPECT_EQ(x.bias, y.bias) << x.name;
-        EXPECT_EQ(x.weight, y.weight) << x.name;
-        EXPECT_EQ(x.activation, y.activation) << x.name;
-        EXPECT_EQ(exporters::describe_spec(x.spec), exporters::describe_spec(y.spec)) << x.name;
-    }
-    ASSERT_EQ(a.tensors.size(), b.tensors.size());
-    for (size_t i = 0; i < a.tensors.size(); ++i) {
-        const auto &x = a.tensors[i], &y = b.tensors[i];
-        EXPECT_EQ(x.name, y.name);
-        EXPECT_EQ(x.shape, y.shape) << x.name;
-        EXPECT_EQ(x.values, y.values) << x.name;
-        EXPECT_EQ(x.dtype, y.dtype) << x.name;
-    }
-}
 
 class ExportTransformerTest : public ::testing::Test {
   protected:

@@ -211,4 +211,12 @@ std::unique_ptr<EvalData> make_eval_data(const Recipe& r, torch::Device device) 
     return std::make_unique<ImageEvalData>(r, device);
 }
 
+RecipeData make_data(const Recipe& r, torch::Device device) {
+    if (r.data.dataset == "fortunes") {
+        const data::TextCorpus corpus = load_corpus(r.data);
+        return {std::make_unique<TextTrainData>(r, corpus, device), std::make_unique<TextEvalData>(r, corpus, device)};
+    }
+    return {make_train_data(r, device), make_eval_data(r, device)};
+}
+
 }  // namespace trit::trainers

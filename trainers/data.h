@@ -74,6 +74,13 @@ std::unique_ptr<TrainData> make_train_data(const Recipe& recipe, torch::Device d
 // windows of context bytes).
 std::unique_ptr<EvalData> make_eval_data(const Recipe& recipe, torch::Device device);
 
+// Both, reading the dataset's files once.
+struct RecipeData {
+    std::unique_ptr<TrainData> train;
+    std::unique_ptr<EvalData> eval;
+};
+RecipeData make_data(const Recipe& recipe, torch::Device device);
+
 // The recipe's Fashion-MNIST split on `device`, normalised as the recipe says: images (N, 784),
 // labels (N).
 std::pair<torch::Tensor, torch::Tensor> load_split(const DataConfig& data, bool train,

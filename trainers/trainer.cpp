@@ -150,8 +150,9 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     const torch::Device device = parse_device(opt.device);
     if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
     TrainingSetup setup = make_training_setup(recipe, device, opt.precision);
-    std::unique_ptr<TrainData> train_data = make_train_data(recipe, device);
-    std::unique_ptr<EvalData> eval_data = make_eval_data(recipe, device);
+    RecipeData recipe_data = make_data(recipe, device);
+    TrainData* train_data = recipe_data.train.get();
+    EvalData* eval_data = recipe_data.eval.get();
 
     const int64_t batches = train_data->batches_per_epoch();
     const int64_t items = train_data->items_per_batch();

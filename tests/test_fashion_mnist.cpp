@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/sampler.h"
 #include "tests/support/synthetic_idx.h"
+#include "tests/support/error_of.h"
 
 namespace {
 
@@ -31,18 +32,7 @@ constexpr uint32_t kLabelsMagic = 0x00000801;
 const char* const kTrainImages = "train-images-idx3-ubyte.gz";
 const char* const kTrainLabels = "train-labels-idx1-ubyte.gz";
 
-// Runs f and expects a trit::Error whose message contains every one of `parts`.
-template <typename F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-    try {
-        f();
-    } catch (const trit::Error& e) {
-        for (const std::string& p : parts)
-            EXPECT_THAT(e.what(), ::testing::HasSubstr(p));
-        return;
-    }
-    ADD_FAILURE() << "expected a trit::Error containing " << *parts.begin();
-}
+using trit::testing::expect_error;
 
 // Pixel p of image i: covers 0 and 255 and differs between images and positions.
 std::vector<uint8_t> pattern_pixels(int64_t n) {

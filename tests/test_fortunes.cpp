@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/fortunes.h"
 #include "core/fs.h"
+#include "tests/support/error_of.h"
 
 namespace {
 
@@ -33,18 +34,7 @@ using trit::data::load_fortunes;
 using trit::data::TextCorpus;
 using Strings = std::vector<std::string>;
 
-// Runs f and expects a trit::Error whose message contains every one of `parts`.
-template <typename F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-    try {
-        f();
-    } catch (const trit::Error& e) {
-        for (const std::string& p : parts)
-            EXPECT_THAT(e.what(), ::testing::HasSubstr(p));
-        return;
-    }
-    ADD_FAILURE() << "expected a trit::Error containing " << *parts.begin();
-}
+using trit::testing::expect_error;
 
 std::string as_string(const std::vector<uint8_t>& bytes) {
     return {bytes.begin(), bytes.end()};

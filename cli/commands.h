@@ -20,5 +20,6 @@ Command add_inspect(CLI::App& app);
 Command add_validate(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_eval(CLI::App& app);
+Command add_plot(CLI::App& app);
 
 }  // namespace trit::cli

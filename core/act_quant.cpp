@@ -114,7 +114,17 @@ Int8FakeQuant act_int8_fake_quantize(const torch::Tensor& input) {
 ActQuantMethod parse_act_quant_method(const std::string& name) {
     if (name == "none") return ActQuantMethod::kNone;
     if (name == "int8_per_token") return ActQuantMethod::kInt8PerToken;
-    TRIT_FAIL("unknown activation quantizer '", name, "'; known: none, int8_per_token");
+    if (name == "ternary") return ActQuantMethod::kTernary;
+    TRIT_FAIL("unknown activation quantizer '", name, "'; known: none, int8_per_token, ternary");
+}
+
+const char* act_quant_method_name(ActQuantMethod method) {
+    switch (method) {
+        case ActQuantMethod::kNone: return "none";
+        case ActQuantMethod::kInt8PerToken: return "int8_per_token";
+        case ActQuantMethod::kTernary: return "ternary";
+    }
+    return "?";
 }
 
 Int8Activations act_int8_quantize(const torch::Tensor& input) {
@@ -137,6 +147,9 @@ Int8Activations act_int8_quantize(const torch::Tensor& input) {
 
 torch::Tensor act_fake_quant(const torch::Tensor& x, ActQuantMethod method) {
     if (method == ActQuantMethod::kNone) return x;
+    TRIT_CHECK(method == ActQuantMethod::kInt8PerToken,
+               "act_fake_quant: ternary activations have a learnable scale; they are quantized by "
+               "an ActLevelQuantizer module (core/bwta_quant.h)");
     return Int8Ste::apply(x).to(x.scalar_type());
 }
 

@@ -10,9 +10,13 @@
 
 namespace trit {
 
-enum class ActQuantMethod { kNone, kInt8PerToken };
+// kTernary: the BWTA activations, a learnable per-tensor scale onto a grid of levels (ternary at
+// the last SMSQ stage, bool where the input is non-negative): an ActLevelQuantizer module
+// (core/bwta_quant.h) that the QuantLinear owns, not a function of x alone.
+enum class ActQuantMethod { kNone, kInt8PerToken, kTernary };
 
-ActQuantMethod parse_act_quant_method(const std::string& name);
+ActQuantMethod parse_act_quant_method(const std::string& name);  // none | int8_per_token | ternary
+const char* act_quant_method_name(ActQuantMethod method);
 
 struct Int8Activations {
     torch::Tensor q;      // same shape as x, int8 values (stored as float32 for the training path)

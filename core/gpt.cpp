@@ -16,7 +16,8 @@ const ModelConfig& checked(const ModelConfig& c) {
 
 }  // namespace
 
-Gpt::Gpt(const ModelConfig& config) : context_(checked(config).context) {
+Gpt::Gpt(const ModelConfig& config)
+    : relu2_(checked(config).activation == "relu2"), context_(config.context) {
     const BlockOptions options = block_options(config);
     embed_ = register_module("embed", torch::nn::Embedding(kByteVocab, config.dim));
     block_list_ = register_module("blocks", torch::nn::ModuleList());
@@ -46,6 +47,17 @@ torch::Tensor Gpt::forward(const torch::Tensor& tokens) {
     return run(tokens, nullptr);
 }
 
+torch::Tensor Gpt::forward_hidden(const torch::Tensor& tokens, std::vector<torch::Tensor>& hidden) {
+    check_tokens(tokens, "forward");
+    TRIT_CHECK(tokens.size(1) <= context_, "gpt forward: ", tokens.size(1),
+               " tokens exceed the context of ", context_, " (model.context)");
+    return run(tokens, nullptr, &hidden);
+}
+
+bool Gpt::input_nonnegative(const std::string& name) const {
+    return relu2_ && name.size() > 9 && name.compare(name.size() - 9, 9, ".mlp.down") == 0;
+}
+
 KvCache Gpt::make_cache(int64_t batch) const {
     TRIT_CHECK(batch >= 1, "gpt make_cache: expected batch >= 1, got ", batch);
     KvCache cache;
@@ -69,10 +81,12 @@ torch::Tensor Gpt::forward_cached(const torch::Tensor& tokens, KvCache& cache) {
     return logits;
 }
 
-torch::Tensor Gpt::run(const torch::Tensor& tokens, KvCache* cache) {
+torch::Tensor Gpt::run(const torch::Tensor& tokens, KvCache* cache, std::vector<torch::Tensor>* hidden) {
     torch::Tensor h = embed_->forward(tokens);  // (B, T, dim)
-    for (size_t i = 0; i < blocks_.size(); ++i)
+    for (size_t i = 0; i < blocks_.size(); ++i) {
         h = blocks_[i]->forward(h, cache != nullptr ? &cache->layers[i] : nullptr);
+        if (hidden) hidden->push_back(h);
+    }
     return head_->forward(norm_->forward(h));
 }
 

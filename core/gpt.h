@@ -25,6 +25,9 @@ class Gpt : public Model {
 
     // (B, T) int64 in [0, 255], 1 <= T <= context -> (B, T, 256) logits; position t predicts t + 1.
     torch::Tensor forward(const torch::Tensor& tokens) override;
+    // The logits and every block's output (B, T, dim).
+    torch::Tensor forward_hidden(const torch::Tensor& tokens, std::vector<torch::Tensor>& hidden) override;
+    bool input_nonnegative(const std::string& name) const override;  // mlp.down after relu2
     std::string output_layer() const override { return "head"; }
     Task task() const override { return Task::kLanguageModel; }
 
@@ -40,8 +43,10 @@ class Gpt : public Model {
 
   private:
     void check_tokens(const torch::Tensor& tokens, const char* where) const;
-    torch::Tensor run(const torch::Tensor& tokens, KvCache* cache);
+    torch::Tensor run(const torch::Tensor& tokens, KvCache* cache,
+                      std::vector<torch::Tensor>* hidden = nullptr);
 
+    bool relu2_;
     int64_t context_;
     torch::nn::Embedding embed_{nullptr};
     torch::nn::ModuleList block_list_{nullptr};

@@ -8,17 +8,16 @@
 #include "core/error.h"
 
 namespace trit {
-namespace {
 
-// y (m, n) from codes xq (m, k), wq (n, k) and scales: see the header for the order of operations.
-torch::Tensor integer_epilogue_forward(const torch::Tensor& xq, const torch::Tensor& sx,
-                                       const QuantizedWeights& w, const WeightQuantSpec& spec) {
+torch::Tensor integer_linear_forward(const torch::Tensor& xq, const torch::Tensor& sx,
+                                     const QuantizedWeights& w, const WeightQuantSpec& spec,
+                                     int64_t x_max) {
     const int64_t m = xq.size(0), k = xq.size(1), n = w.q.size(0);
     const int64_t levels = weight_quant_levels(spec);
     const int64_t group = spec.granularity == ScaleGranularity::kGroup ? spec.group_size : k;
-    TRIT_CHECK(128.0 * static_cast<double>(levels) * static_cast<double>(std::min(group, k)) < kExactFloatSum,
-               "int8_quant_linear: a group of ", std::min(group, k), " inputs with codes up to ", levels,
-               " can exceed 2^24, where float sums stop being exact");
+    TRIT_CHECK(static_cast<double>(x_max) * static_cast<double>(levels) * static_cast<double>(std::min(group, k)) < kExactFloatSum,
+               "quantized linear: a group of ", std::min(group, k), " inputs with codes up to ", x_max,
+               " and weight codes up to ", levels, " can exceed 2^24, where float sums stop being exact");
     torch::Tensor s;
     if (spec.granularity != ScaleGranularity::kGroup) {
         s = torch::matmul(xq, w.q.t());     // (m, n), exact
@@ -33,6 +32,8 @@ torch::Tensor integer_epilogue_forward(const torch::Tensor& xq, const torch::Ten
     }
     return s.mul_(sx);  // sx (m, 1)
 }
+
+namespace {
 
 struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
     static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -51,7 +52,7 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         } else {
             w = quantize_weight_eff(weight, *spec);
         }
-        torch::Tensor y = integer_epilogue_forward(a.q, a.scale, w.w, *spec);
+        torch::Tensor y = integer_linear_forward(a.q, a.scale, w.w, *spec, 128);
         const bool has_bias = bias.numel() > 0;  // see int8_quant_linear
         if (has_bias) y.add_(bias);
         ctx->save_for_backward({a.x_hat, w.w_eff});

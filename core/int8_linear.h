@@ -15,6 +15,13 @@ namespace trit {
 // Largest |accumulator| a float32 sum holds exactly.
 inline constexpr double kExactFloatSum = 16777216.0;  // 2^24
 
+// y (m, n) = the exact integer products of codes xq (m, k) (|code| <= x_max, float32) and w.q,
+// then (sum over weight-scale groups g of s_w[g] * acc[g]) * sx with sx (m, 1) (or a 0-dim/(1, 1)
+// scale for every row): the epilogue above. Checks that the sums stay below 2^24.
+torch::Tensor integer_linear_forward(const torch::Tensor& xq, const torch::Tensor& sx,
+                                     const QuantizedWeights& w, const WeightQuantSpec& spec,
+                                     int64_t x_max);
+
 // x (..., in), weight (out, in), bias (out) or undefined -> (..., out). `frozen`: codes and scales
 // to use instead of quantizing `weight` (QuantLinear::freeze_weights); any device.
 torch::Tensor int8_quant_linear(const torch::Tensor& x, const torch::Tensor& weight,

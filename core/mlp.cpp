@@ -25,17 +25,30 @@ public:
     }
 
     torch::Tensor forward(const torch::Tensor& input) override {
-        torch::Tensor x = input;
-        for (auto& layer : layers_) {
-            x = layer->forward(x);
-            x = gelu_ ? torch::gelu(x) : torch::relu(x);
-        }
-        return head_->forward(x);
+        return run(input, nullptr);
+    }
+
+    torch::Tensor forward_hidden(const torch::Tensor& input, std::vector<torch::Tensor>& hidden) override {
+        return run(input, &hidden);
+    }
+
+    bool input_nonnegative(const std::string& name) const override {
+        return !gelu_ && name != "fc1" && !(name == "head" && layers_.empty());
     }
 
     std::string output_layer() const override { return "head"; }
 
 private:
+    torch::Tensor run(const torch::Tensor& input, std::vector<torch::Tensor>* hidden) {
+        torch::Tensor x = input;
+        for (auto& layer : layers_) {
+            x = layer->forward(x);
+            x = gelu_ ? torch::gelu(x) : torch::relu(x);
+            if (hidden) hidden->push_back(x);
+        }
+        return head_->forward(x);
+    }
+
     bool gelu_;
     std::vector<QuantLinear> layers_;
     QuantLinear head_{nullptr};

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/recipe.h"
 
@@ -25,6 +26,19 @@ public:
     // Name of the output layer (kept in float unless a recipe names it).
     virtual std::string output_layer() const = 0;
     virtual Task task() const { return Task::kClassification; }
+    // Whether the input of linear layer `name` is non-negative by construction (after a ReLU or
+    // squared ReLU): BWTA quantizes such inputs with a bool grid.
+    virtual bool input_nonnegative(const std::string& name) const {
+        (void)name;
+        return false;
+    }
+    // The logits, and in `hidden` the hidden states distillation matches (the transformer blocks'
+    // outputs; the mlp's hidden layers after their activation), in order. A model without
+    // hidden states to offer leaves `hidden` empty.
+    virtual torch::Tensor forward_hidden(const torch::Tensor& x, std::vector<torch::Tensor>& hidden) {
+        (void)hidden;
+        return forward(x);
+    }
 };
 
 // Builds model.type with fresh parameters from the current torch RNG; unknown types list the

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/bwta_linear.h"
 #include "core/int8_linear.h"
 
 namespace trit {
@@ -40,6 +41,19 @@ void QuantLinearImpl::reset_parameters() {
     }
 }
 
+void QuantLinearImpl::set_quant(const LinearQuantSpec& spec) {
+    if (spec.activation == ActQuantMethod::kTernary) {
+        ActLevelQuantizer q{ActLevelQuantizerOptions(spec.act_mode)};
+        q->set_grid(act_grid(spec.act_levels, spec.act_mode));
+        q->to(weight.device());
+        act = act ? replace_module("act", q) : register_module("act", q);
+    } else if (act) {
+        TRIT_FAIL("QuantLinear::set_quant: the layer has a ternary activation quantizer; it cannot "
+                  "be switched to another activation method");
+    }
+    spec_ = spec;
+}
+
 void QuantLinearImpl::freeze_weights(const QuantizedWeights& w) {
     if (!w.q.defined()) {
         frozen_ = {};
@@ -69,6 +83,13 @@ torch::Tensor QuantLinearImpl::forward(const torch::Tensor& x) {
     // int8 activations with quantized weights: the integer-exact forward packed inference matches.
     if (spec_.activation == ActQuantMethod::kInt8PerToken && spec_.weight.method != WeightQuantMethod::kNone)
         return int8_quant_linear(x, weight, bias, spec_.weight, weights_frozen() ? &frozen_ : nullptr);
+    if (spec_.activation == ActQuantMethod::kTernary) {
+        if (spec_.weight.method == WeightQuantMethod::kNone)
+            return torch::linear(act->forward(x), weight, bias);
+        act->observe(x);
+        return bwta_linear(x, act->scale, act->grid(), act->grad_scale(x.numel()), weight, bias,
+                           spec_.weight, weights_frozen() ? &frozen_ : nullptr);
+    }
     return torch::linear(act_fake_quant(x, spec_.activation), effective_weight(), bias);
 }
 

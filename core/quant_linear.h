@@ -2,7 +2,9 @@
 // forward fake-quantizes its input activations and weight when a LinearQuantSpec is set:
 // y = act_q(x) . W_eff^T + b, with straight-through gradients to x and the latent W. With int8
 // activations and quantized weights the forward is integer-exact (int8_linear.h), which makes it
-// bit-identical to packed inference. A forward override (set_forward_override) replaces the whole
+// bit-identical to packed inference. Ternary (BWTA) activations are quantized by a child module
+// `act` (an ActLevelQuantizer with a learnable scale), integer-exact too with quantized weights
+// (bwta_linear.h). A forward override (set_forward_override) replaces the whole
 // forward: the packed runtimes use it to run a layer from its packed codes inside the model.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "core/act_quant.h"
+#include "core/bwta_quant.h"
 #include "core/weight_quant.h"
 
 namespace trit {
@@ -24,6 +27,10 @@ namespace trit {
 struct LinearQuantSpec {
     WeightQuantSpec weight;
     ActQuantMethod activation = ActQuantMethod::kNone;
+    // kTernary only: signed, or bool for an input that is non-negative by construction, and the
+    // level count of the grid the layer starts with (act_grid; SMSQ changes it stage by stage).
+    ActLevelMode act_mode = ActLevelMode::kSigned;
+    int64_t act_levels = 3;
     bool enabled() const {
         return weight.method != WeightQuantMethod::kNone || activation != ActQuantMethod::kNone;
     }
@@ -43,7 +50,8 @@ public:
     // The weight the forward multiplies by: scale * W_q when quantized, else the latent weight.
     torch::Tensor effective_weight();
 
-    void set_quant(const LinearQuantSpec& spec) { spec_ = spec; }
+    // Sets the spec; with ternary activations registers (or replaces) the child `act`.
+    void set_quant(const LinearQuantSpec& spec);
     const LinearQuantSpec& quant() const { return spec_; }
 
     // Fixed codes and scales (the layout quantize_weight returns, any device) that the forward
@@ -62,8 +70,9 @@ public:
     bool has_forward_override() const { return static_cast<bool>(override_); }
 
     torch::nn::LinearOptions options;
-    torch::Tensor weight;  // (out, in) latent float weight
-    torch::Tensor bias;    // (out) or undefined
+    torch::Tensor weight;            // (out, in) latent float weight
+    torch::Tensor bias;              // (out) or undefined
+    ActLevelQuantizer act{nullptr};  // ternary activations only
 
 private:
     LinearQuantSpec spec_;

@@ -129,13 +129,66 @@ void read_quantization(yaml::Object o, QuantizationConfig& q) {
     }
     {
         yaml::Object a = o.object("activation");
-        a.read_choice("method", q.activation.method, {"none", "int8_per_token"});
+        a.read_choice("method", q.activation.method, {"none", "int8_per_token", "ternary"});
         a.finish();
     }
+    o.read_choice("attention", q.attention, {"none", "ternary"});
     o.read("targets", q.targets);
     o.read("ignore", q.ignore);
     for (const auto& p : q.targets) check_pattern(o, "targets", p);
     for (const auto& p : q.ignore) check_pattern(o, "ignore", p);
+    {
+        yaml::Object sel = o.object("select");
+        sel.read("fraction", q.select.fraction, 0.0, 1.0);
+        sel.read("calibration_batches", q.select.calibration_batches, 1, 1 << 20);
+        sel.read_choice("metric", q.select.metric, {"mse", "relative_mse"});
+        sel.read("layers", q.select.layers);
+        if (!q.select.layers.empty() && q.select.fraction <= 0)
+            sel.fail("layers", "is the trainer's record of a selection; it needs fraction > 0");
+        sel.finish();
+    }
+    o.finish();
+}
+
+bool is_power_of_two(int64_t v) {
+    return v >= 1 && (v & (v - 1)) == 0;
+}
+
+void read_smsq(yaml::Object o, SmsqConfig& c) {
+    o.read("stages", c.stages, 2, 255);
+    o.read_choice("degradation", c.degradation, {"levelwise", "bitwise"});
+    o.read_choice("rescale", c.rescale, {"projection", "mean", "none"});
+    o.read("stage_steps", c.stage_steps, 1, kMaxI);
+    o.read("final_fraction", c.final_fraction, 0.0, 1.0, /*min_open=*/true);
+    o.read("calibration_batches", c.calibration_batches, 1, 1 << 20);
+    o.read("early_stop_patience", c.early_stop_patience, 0, 1 << 20);
+    o.read("early_stop_min_delta", c.early_stop_min_delta, 0.0, kInf);
+    o.finish();
+    for (size_t i = 0; i < c.stages.size(); ++i) {
+        const int64_t n = c.stages[i];
+        if (c.degradation == "levelwise" && (n % 2 == 0 || n < 3))
+            o.fail("stages", "levelwise degradation takes odd level counts >= 3 (2L + 1 levels, "
+                             "[-L, L]), got " + std::to_string(n));
+        if (c.degradation == "bitwise" && !is_power_of_two(n))
+            o.fail("stages", "bitwise degradation takes powers of two (2^bits levels), got " +
+                                 std::to_string(n));
+        if (i > 0 && n >= c.stages[i - 1])
+            o.fail("stages", "level counts must decrease from stage to stage, got " +
+                                 std::to_string(c.stages[i - 1]) + " then " + std::to_string(n));
+    }
+    if (!c.stage_steps.empty() && c.stage_steps.size() != c.stages.size())
+        o.fail("stage_steps", "expected one step count per stage (" + std::to_string(c.stages.size()) +
+                                  "), got " + std::to_string(c.stage_steps.size()));
+}
+
+void read_distillation(yaml::Object o, DistillationConfig& c) {
+    o.read("teacher", c.teacher);
+    o.read("ce", c.ce, 0.0, kInf);
+    o.read("kl", c.kl, 0.0, kInf);
+    o.read("temperature", c.temperature, 0.0, kInf, /*min_open=*/true);
+    o.read("hidden_mse", c.hidden_mse, 0.0, kInf);
+    if (!c.teacher.empty() && c.ce == 0 && c.kl == 0 && c.hidden_mse == 0)
+        o.fail("ce", "ce, kl and hidden_mse are all 0: the loss would be zero");
     o.finish();
 }
 
@@ -147,6 +200,7 @@ void read_optimizer(yaml::Object o, OptimizerConfig& c) {
     o.read("beta2", c.beta2, 0.0, 0.999999);
     o.read("eps", c.eps, 0.0, 1.0, /*min_open=*/true);
     o.read("grad_clip", c.grad_clip, 0.0, kInf);
+    o.read("scale_lr", c.scale_lr, 0.0, kInf);
     o.finish();
 }
 
@@ -287,6 +341,13 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
     read_model(top.object("model"), r.model);
     read_data(top.object("data"), r.data, r.model.type);
     read_quantization(top.object("quantization"), r.quantization);
+    read_smsq(top.object("smsq"), r.smsq);
+    read_distillation(top.object("distillation"), r.distillation);
+    {
+        yaml::Object o = top.object("init");
+        o.read("from", r.init.from);
+        o.finish();
+    }
     read_optimizer(top.object("optimizer"), r.optimizer);
     read_schedule(top.object("schedule"), r.schedule);
     read_training(top.object("training"), r.training);
@@ -304,6 +365,24 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
                    ": fashion_mnist images have 784 features (28x28), got ", r.model.input);
         TRIT_CHECK(r.model.classes == 10, m.where("classes"),
                    ": fashion_mnist has 10 classes, got ", r.model.classes);
+    }
+    {
+        const auto& q = r.quantization;
+        yaml::Object qo = top.object("quantization");
+        if (q.attention != "none" && r.model.type == "mlp")
+            qo.fail("attention", "applies to vit and gpt (an mlp has no attention)");
+        const bool levels = q.activation.method == "ternary" || q.attention == "ternary";
+        if (!r.smsq.stages.empty() && !levels)
+            top.object("smsq").fail("stages",
+                                    "needs quantization.activation.method: ternary or quantization."
+                                    "attention: ternary (there are no activation levels to degrade)");
+        if (r.smsq.early_stop_patience > 0 && r.training.eval_every == 0)
+            top.object("smsq").fail("early_stop_patience",
+                                    "needs training.eval_every > 0 (it counts evaluations)");
+        if (q.select.fraction > 0 && r.init.from.empty())
+            qo.object("select").fail("fraction",
+                                     "ranks layers of a trained model: set init.from to a float run "
+                                     "or checkpoint");
     }
     if (r.output.dir.empty()) r.output.dir = "runs/" + r.name;
     return r;
@@ -377,11 +456,54 @@ std::string recipe_to_yaml(const Recipe& r) {
     e << YAML::Key << "activation" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "method" << YAML::Value << q.activation.method;
     e << YAML::EndMap;
+    if (q.attention != "none") e << YAML::Key << "attention" << YAML::Value << q.attention;
     e << YAML::Key << "targets" << YAML::Value;
     seq(q.targets);
     e << YAML::Key << "ignore" << YAML::Value;
     seq(q.ignore);
+    // Sections and keys added after format 1 recipes are written only when used, so the recipes
+    // of earlier runs (checkpoints, model files) read and resume unchanged.
+    if (q.select.fraction > 0) {
+        e << YAML::Key << "select" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "fraction" << YAML::Value << q.select.fraction;
+        e << YAML::Key << "calibration_batches" << YAML::Value << q.select.calibration_batches;
+        e << YAML::Key << "metric" << YAML::Value << q.select.metric;
+        e << YAML::Key << "layers" << YAML::Value;
+        seq(q.select.layers);
+        e << YAML::EndMap;
+    }
     e << YAML::EndMap;
+
+    if (!r.smsq.stages.empty()) {
+        const auto& c = r.smsq;
+        e << YAML::Key << "smsq" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "stages" << YAML::Value;
+        seq(c.stages);
+        e << YAML::Key << "degradation" << YAML::Value << c.degradation;
+        e << YAML::Key << "rescale" << YAML::Value << c.rescale;
+        e << YAML::Key << "stage_steps" << YAML::Value;
+        seq(c.stage_steps);
+        e << YAML::Key << "final_fraction" << YAML::Value << c.final_fraction;
+        e << YAML::Key << "calibration_batches" << YAML::Value << c.calibration_batches;
+        e << YAML::Key << "early_stop_patience" << YAML::Value << c.early_stop_patience;
+        e << YAML::Key << "early_stop_min_delta" << YAML::Value << c.early_stop_min_delta;
+        e << YAML::EndMap;
+    }
+    if (!r.distillation.teacher.empty()) {
+        const auto& c = r.distillation;
+        e << YAML::Key << "distillation" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "teacher" << YAML::Value << c.teacher;
+        e << YAML::Key << "ce" << YAML::Value << c.ce;
+        e << YAML::Key << "kl" << YAML::Value << c.kl;
+        e << YAML::Key << "temperature" << YAML::Value << c.temperature;
+        e << YAML::Key << "hidden_mse" << YAML::Value << c.hidden_mse;
+        e << YAML::EndMap;
+    }
+    if (!r.init.from.empty()) {
+        e << YAML::Key << "init" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "from" << YAML::Value << r.init.from;
+        e << YAML::EndMap;
+    }
 
     const auto& o = r.optimizer;
     e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
@@ -392,6 +514,7 @@ std::string recipe_to_yaml(const Recipe& r) {
     e << YAML::Key << "beta2" << YAML::Value << o.beta2;
     e << YAML::Key << "eps" << YAML::Value << o.eps;
     e << YAML::Key << "grad_clip" << YAML::Value << o.grad_clip;
+    if (o.scale_lr > 0) e << YAML::Key << "scale_lr" << YAML::Value << o.scale_lr;
     e << YAML::EndMap;
 
     e << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap;

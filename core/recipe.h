@@ -70,14 +70,55 @@ struct WeightQuantConfig {
 };
 
 struct ActQuantConfig {
-    std::string method = "none";  // none | int8_per_token (absmax, BitNet)
+    std::string method = "none";  // none | int8_per_token (absmax, BitNet) | ternary (BWTA: learnable
+                                  // scale, bool where the input is non-negative)
+};
+
+// LLM-style layer selection (BWTA seed, C.1): of the layers `targets` / `ignore` select, quantize
+// only the `fraction` whose output changes least when quantized alone, measured on calibration
+// batches of the model loaded by init.from.
+struct SelectionConfig {
+    double fraction = 0;                // share of the selected layers to quantize (0 = off)
+    int64_t calibration_batches = 8;    // training batches the ranking is measured on
+    std::string metric = "mse";         // mse | relative_mse (divided by the float output's mean square)
+    std::vector<std::string> layers;    // written by the trainer: the layers chosen (recipe.yaml)
 };
 
 struct QuantizationConfig {
     WeightQuantConfig weight;
     ActQuantConfig activation;
+    std::string attention = "none";  // none | ternary: Q, K, V ternary, probabilities bool (vit, gpt)
     std::vector<std::string> targets = {"re:.*"};  // layers to quantize: names or re:<regex>
     std::vector<std::string> ignore;               // layers to leave in float (wins over targets)
+    SelectionConfig select;
+};
+
+// Smooth Multi-stage Quantization (BWTA seed, §4): the activation quantizers go through stages of
+// decreasing level counts; at each transition their scales are re-set and the optimizer and
+// schedule start afresh.
+struct SmsqConfig {
+    std::vector<int64_t> stages;          // level counts, e.g. [9, 7, 5, 3] (empty = off)
+    std::string degradation = "levelwise";  // levelwise (odd counts) | bitwise (powers of two)
+    std::string rescale = "projection";   // projection (§4.2) | mean (eq. 6 again) | none
+    std::vector<int64_t> stage_steps;     // steps per stage (empty: final_fraction, rest even)
+    double final_fraction = 0.5;          // share of the steps for the last stage
+    int64_t calibration_batches = 4;      // training batches measured at a transition
+    int64_t early_stop_patience = 0;      // earlier stages end after N evaluations without a
+                                          // better eval loss (0 = off); needs eval_every
+    double early_stop_min_delta = 0.0;    // an improvement must exceed this
+};
+
+// Knowledge distillation from a float model of the same architecture.
+struct DistillationConfig {
+    std::string teacher;        // run directory or checkpoint (empty = off)
+    double ce = 1.0;            // weight of the cross-entropy with the labels
+    double kl = 1.0;            // weight of T^2 * KL(teacher || student) at temperature T
+    double temperature = 1.0;   // T
+    double hidden_mse = 0.0;    // weight of the mean squared error of the blocks' outputs
+};
+
+struct InitConfig {
+    std::string from;  // run directory or checkpoint whose model weights start the run (empty = off)
 };
 
 struct OptimizerConfig {
@@ -88,6 +129,7 @@ struct OptimizerConfig {
     double beta2 = 0.999;        // Adam second-moment decay
     double eps = 1e-8;           // Adam denominator epsilon
     double grad_clip = 1.0;      // clip the global gradient norm to this (0 = off)
+    double scale_lr = 0.0;       // peak learning rate of activation scales (0 = lr); no decay
 };
 
 struct ScheduleConfig {
@@ -117,6 +159,9 @@ struct Recipe {
     ModelConfig model;
     DataConfig data;
     QuantizationConfig quantization;
+    SmsqConfig smsq;
+    DistillationConfig distillation;
+    InitConfig init;
     OptimizerConfig optimizer;
     ScheduleConfig schedule;
     TrainingConfig training;

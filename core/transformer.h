@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bwta_quant.h"
 #include "core/quant_linear.h"
 #include "core/recipe.h"
 
@@ -33,8 +34,10 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
-// A named point on an activation: the identity until set() gives it a function (a fake quantizer,
-// a probe in tests). It has no parameters, so it changes neither checkpoints nor exports.
+// A named point on an activation: the identity until it gets a quantizer (set_quantizer: a child
+// module `quant`, an ActLevelQuantizer with a learnable scale, saved with the model) and/or a
+// function (set: a probe in tests, a packed runtime's hook), applied in that order. A point
+// without a quantizer has no parameters, so it changes neither checkpoints nor exports.
 // Attention holds four, each applied exactly at an input of its two matmuls:
 //   q_act      Q after RoPE (B, H, T, hd)          -> scores = q_act(Q) . k_act(K)^T / sqrt(hd)
 //   k_act      K after RoPE (B, H, L, hd)
@@ -47,10 +50,20 @@ class ActPointImpl : public torch::nn::Module {
   public:
     using Fn = std::function<torch::Tensor(const torch::Tensor&)>;
 
-    torch::Tensor forward(const torch::Tensor& x) { return fn_ ? fn_(x) : x; }
+    torch::Tensor forward(const torch::Tensor& x) {
+        torch::Tensor y = quant ? quant->forward(x) : x;
+        return fn_ ? fn_(y) : y;
+    }
     // An empty function makes the point the identity again.
     void set(Fn fn) { fn_ = std::move(fn); }
     bool active() const { return static_cast<bool>(fn_); }
+    // Registers (or replaces) the child `quant`.
+    void set_quantizer(ActLevelQuantizer q) {
+        quant =
+            quant ? replace_module("quant", std::move(q)) : register_module("quant", std::move(q));
+    }
+
+    ActLevelQuantizer quant{nullptr};
 
   private:
     Fn fn_;

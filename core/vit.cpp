@@ -27,7 +27,7 @@ int64_t image_side(int64_t input) {
 }  // namespace
 
 Vit::Vit(const ModelConfig& config)
-    : side_(image_side(checked(config).input)), patch_size_(config.patch) {
+    : relu2_(checked(config).activation == "relu2"), side_(image_side(config.input)), patch_size_(config.patch) {
     const BlockOptions options = block_options(config);
     const int64_t grid = side_ / patch_size_;
     patch_ =
@@ -47,6 +47,18 @@ Vit::Vit(const ModelConfig& config)
 }
 
 torch::Tensor Vit::forward(const torch::Tensor& x) {
+    return run(x, nullptr);
+}
+
+torch::Tensor Vit::forward_hidden(const torch::Tensor& x, std::vector<torch::Tensor>& hidden) {
+    return run(x, &hidden);
+}
+
+bool Vit::input_nonnegative(const std::string& name) const {
+    return relu2_ && name.size() > 9 && name.compare(name.size() - 9, 9, ".mlp.down") == 0;
+}
+
+torch::Tensor Vit::run(const torch::Tensor& x, std::vector<torch::Tensor>* hidden) {
     const int64_t input = side_ * side_;
     TRIT_CHECK(x.dim() == 2 && x.size(1) == input && x.is_floating_point(),
                "vit: expected float input (batch, ", input, ") (", side_, "x", side_,
@@ -57,8 +69,10 @@ torch::Tensor Vit::forward(const torch::Tensor& x) {
         x.reshape({b, g, p, g, p}).permute({0, 1, 3, 2, 4}).reshape({b, g * g, p * p});
     torch::Tensor h = torch::cat({cls_.expand({b, 1, cls_.size(2)}), patch_->forward(patches)}, 1);
     h = h + pos_;  // (B, tokens, dim)
-    for (auto& block : blocks_)
+    for (auto& block : blocks_) {
         h = block->forward(h);
+        if (hidden) hidden->push_back(h);
+    }
     return head_->forward(norm_->forward(h.select(1, 0)));
 }
 

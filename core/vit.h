@@ -21,6 +21,9 @@ class Vit : public Model {
 
     // (B, input) float -> (B, classes) logits.
     torch::Tensor forward(const torch::Tensor& x) override;
+    // The logits and every block's output (B, tokens, dim).
+    torch::Tensor forward_hidden(const torch::Tensor& x, std::vector<torch::Tensor>& hidden) override;
+    bool input_nonnegative(const std::string& name) const override;  // mlp.down after relu2
     std::string output_layer() const override { return "head"; }
     Task task() const override { return Task::kClassification; }
 
@@ -29,6 +32,9 @@ class Vit : public Model {
     const std::vector<TransformerBlock>& blocks() const { return blocks_; }
 
   private:
+    torch::Tensor run(const torch::Tensor& x, std::vector<torch::Tensor>* hidden);
+
+    bool relu2_;          // the blocks' MLP activation is relu2
     int64_t side_;        // image side (sqrt(input))
     int64_t patch_size_;  // patch side
     QuantLinear patch_{nullptr};

@@ -5,6 +5,8 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/model.h"
+#include "core/transformer.h"
 
 namespace trit::quantizers {
 
@@ -54,20 +56,59 @@ std::vector<std::string> selected_layers(torch::nn::Module& model, const std::st
                                     [&](const std::string& p) { return pattern_matches(p, name); });
         if (take) selected.push_back(name);
     }
+    // A finished layer selection (SelectionConfig::layers) narrows the layers down to its choice.
+    if (!config.select.layers.empty()) {
+        for (const auto& name : config.select.layers)
+            TRIT_CHECK(std::find(selected.begin(), selected.end(), name) != selected.end(),
+                       "quantization.select.layers: '", name,
+                       "' is not among the layers targets / ignore select (", names, ")");
+        std::vector<std::string> chosen;
+        for (const auto& name : selected)
+            if (std::find(config.select.layers.begin(), config.select.layers.end(), name) !=
+                config.select.layers.end())
+                chosen.push_back(name);
+        selected = chosen;
+    }
     return selected;
 }
 
 std::vector<std::string> apply_quantization(torch::nn::Module& model, const std::string& output_layer,
-                                            const QuantizationConfig& config) {
-    const LinearQuantSpec spec = linear_quant_spec(config);
+                                            const QuantizationConfig& config, int64_t act_levels) {
+    LinearQuantSpec spec = linear_quant_spec(config);
+    spec.act_levels = act_levels;
     const std::vector<std::string> selected = selected_layers(model, output_layer, config);
+    const auto* typed = dynamic_cast<const Model*>(&model);
     std::vector<std::string> quantized;
     for (auto& [name, layer] : quant_linears(model)) {
         const bool take = spec.enabled() && std::find(selected.begin(), selected.end(), name) != selected.end();
-        layer->set_quant(take ? spec : LinearQuantSpec{});
+        LinearQuantSpec s = take ? spec : LinearQuantSpec{};
+        if (take && typed && typed->input_nonnegative(name)) s.act_mode = ActLevelMode::kBool;
+        layer->set_quant(s);
         if (take) quantized.push_back(name);
     }
+    TRIT_CHECK(config.attention == "none" || config.attention == "ternary",
+               "quantization.attention: expected none or ternary, got '", config.attention, "'");
+    if (config.attention == "ternary") {
+        auto points = act_points(model);
+        TRIT_CHECK(!points.empty(), "quantization.attention: the model has no attention");
+        for (auto& [name, point] : points) {
+            const bool probs = name.size() >= 9 && name.compare(name.size() - 9, 9, "probs_act") == 0;
+            const ActLevelMode mode = probs ? ActLevelMode::kBool : ActLevelMode::kSigned;
+            ActLevelQuantizer q{ActLevelQuantizerOptions(mode)};
+            q->set_grid(act_grid(act_levels, mode));
+            point->set_quantizer(q);
+        }
+    }
     return quantized;
+}
+
+std::vector<std::pair<std::string, ActLevelQuantizer>> act_level_quantizers(torch::nn::Module& model) {
+    std::vector<std::pair<std::string, ActLevelQuantizer>> out;
+    for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+        if (auto q = std::dynamic_pointer_cast<ActLevelQuantizerImpl>(item.value()))
+            out.emplace_back(item.key(), ActLevelQuantizer(q));
+    }
+    return out;
 }
 
 }  // namespace trit::quantizers

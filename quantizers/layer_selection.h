@@ -20,13 +20,21 @@ bool pattern_matches(const std::string& pattern, const std::string& name);
 LinearQuantSpec linear_quant_spec(const QuantizationConfig& config);
 
 // Names of the QuantLinears of `model` that `targets` / `ignore` select, in model order (whatever
-// the quantization methods are). A pattern selecting no layer is an error.
+// the quantization methods are), narrowed to select.layers when the recipe records a finished
+// layer selection. A pattern selecting no layer is an error.
 std::vector<std::string> selected_layers(torch::nn::Module& model, const std::string& output_layer,
                                          const QuantizationConfig& config);
 
 // Sets the spec on every selected QuantLinear of `model` and returns their names. Layers not
-// selected get no quantization.
+// selected get no quantization. Ternary activations start on the grid of `act_levels` levels
+// (the first SMSQ stage; 3 = ternary), bool for inputs the model calls non-negative
+// (Model::input_nonnegative); attention = ternary puts a quantizer on every ActPoint (bool on the
+// probabilities).
 std::vector<std::string> apply_quantization(torch::nn::Module& model, const std::string& output_layer,
-                                            const QuantizationConfig& config);
+                                            const QuantizationConfig& config, int64_t act_levels = 3);
+
+// Every ActLevelQuantizer below `model` (the layers' `act` and the attention points' `quant`),
+// with its dotted name, in registration order.
+std::vector<std::pair<std::string, ActLevelQuantizer>> act_level_quantizers(torch::nn::Module& model);
 
 }  // namespace trit::quantizers

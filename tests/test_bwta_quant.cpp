@@ -63,9 +63,9 @@ struct ModeLevels {
     ActLevelMode mode;
     int64_t levels;
 };
-const std::vector<ModeLevels> kCases = {{ActLevelMode::kLevelwise, 1},
-                                        {ActLevelMode::kLevelwise, 2},
-                                        {ActLevelMode::kLevelwise, 4},
+const std::vector<ModeLevels> kCases = {{ActLevelMode::kSigned, 1},
+                                        {ActLevelMode::kSigned, 2},
+                                        {ActLevelMode::kSigned, 4},
                                         {ActLevelMode::kBool, 1},
                                         {ActLevelMode::kBool, 3}};
 
@@ -79,10 +79,10 @@ torch::Tensor hand_input() {
 }
 
 TEST(BwtaActQuant, ModeNamesRoundTrip) {
-    for (auto m : {ActLevelMode::kLevelwise, ActLevelMode::kBool})
+    for (auto m : {ActLevelMode::kSigned, ActLevelMode::kBool})
         EXPECT_EQ(parse_act_level_mode(act_level_mode_name(m)), m);
     expect_contains(error_of([] { parse_act_level_mode("ternary"); }),
-                    {"'ternary'", "known: levelwise, bool"});
+                    {"'ternary'", "known: signed, bool"});
 }
 
 TEST(BwtaActQuant, ForwardOnHandPickedValues) {
@@ -94,9 +94,9 @@ TEST(BwtaActQuant, ForwardOnHandPickedValues) {
         std::vector<float> codes;
     };
     const std::vector<Case> cases = {
-        {ActLevelMode::kLevelwise, 1, {-1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 1}},
-        {ActLevelMode::kLevelwise, 2, {-2, -2, 0, 0, 0, 0, 0, 1, 2, 2, 2}},
-        {ActLevelMode::kLevelwise, 4, {-3, -2, 0, 0, 0, 0, 0, 1, 2, 2, 4}},
+        {ActLevelMode::kSigned, 1, {-1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 1}},
+        {ActLevelMode::kSigned, 2, {-2, -2, 0, 0, 0, 0, 0, 1, 2, 2, 2}},
+        {ActLevelMode::kSigned, 4, {-3, -2, 0, 0, 0, 0, 0, 1, 2, 2, 4}},
         {ActLevelMode::kBool, 1, {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}},
         {ActLevelMode::kBool, 2, {0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2}},
     };
@@ -125,9 +125,9 @@ TEST(BwtaActQuant, BoolModeClipsNegativeInputsToZero) {
 
 TEST(BwtaActQuant, MeanAbsQuantizedHandComputed) {
     // L = 1: codes -1 -1 0 0 0 0 0 1 1 1 1 -> sum |A_hat| = 6 * 0.5 over 11 values.
-    EXPECT_DOUBLE_EQ(mean_abs_quantized(hand_input(), kS, 1, ActLevelMode::kLevelwise), 3.0 / 11.0);
+    EXPECT_DOUBLE_EQ(mean_abs_quantized(hand_input(), kS, 1, ActLevelMode::kSigned), 3.0 / 11.0);
     // L = 4: |codes| 3 2 0 0 0 0 0 1 2 2 4 = 14.
-    EXPECT_DOUBLE_EQ(mean_abs_quantized(hand_input(), kS, 4, ActLevelMode::kLevelwise), 7.0 / 11.0);
+    EXPECT_DOUBLE_EQ(mean_abs_quantized(hand_input(), kS, 4, ActLevelMode::kSigned), 7.0 / 11.0);
     // bool: 4 ones.
     EXPECT_DOUBLE_EQ(mean_abs_quantized(hand_input(), kS, 1, ActLevelMode::kBool), 2.0 / 11.0);
 }
@@ -230,7 +230,7 @@ TEST(BwtaActQuant, ScaleGradientMatchesClosedFormAndFiniteDifferences) {
 // would give hi); past it, ds = hi; below lo, ds = lo (0 in bool mode).
 TEST(BwtaActQuant, ScaleGradientAtTheClipBounds) {
     const double s = 0.25;
-    auto q = make(ActLevelMode::kLevelwise, 2, /*lsq_grad_scale=*/false);
+    auto q = make(ActLevelMode::kSigned, 2, /*lsq_grad_scale=*/false);
     q->to(torch::kDouble);
     q->set_scale(s);
     for (const auto& [v, expected] : std::vector<std::pair<double, double>>{
@@ -251,7 +251,7 @@ TEST(BwtaActQuant, ScaleGradientAtTheClipBounds) {
 }
 
 TEST(BwtaActQuant, InitialisesTheScaleFromTheFirstBatch) {
-    auto q = make(ActLevelMode::kLevelwise, 3);
+    auto q = make(ActLevelMode::kSigned, 3);
     EXPECT_FALSE(q->initialized());
     EXPECT_EQ(q->scale_value(), 1.0);
     // eq. 6: s_A^0 = mean|A| = (1 + 2 + 3 + 6) / 4 = 3.
@@ -259,7 +259,7 @@ TEST(BwtaActQuant, InitialisesTheScaleFromTheFirstBatch) {
     auto out = q(first);
     EXPECT_TRUE(q->initialized());
     EXPECT_EQ(q->scale_value(), 3.0);
-    expect_bitwise_equal(out, act_level_quantize(first, 3.0, 3, ActLevelMode::kLevelwise));
+    expect_bitwise_equal(out, act_level_quantize(first, 3.0, 3, ActLevelMode::kSigned));
     // Later batches do not re-initialise.
     q(torch::full({5}, 100.0f));
     EXPECT_EQ(q->scale_value(), 3.0);
@@ -274,13 +274,13 @@ TEST(BwtaActQuant, InitialisesTheScaleFromTheFirstBatch) {
 }
 
 TEST(BwtaActQuant, CheckpointKeepsScaleAndInitialisedFlag) {
-    auto q = make(ActLevelMode::kLevelwise, 2);
+    auto q = make(ActLevelMode::kSigned, 2);
     q(torch::tensor({0.3f, -0.9f, 1.7f}));
     ASSERT_TRUE(q->initialized());
     std::stringstream saved;
     torch::save(q, saved);
 
-    auto r = make(ActLevelMode::kLevelwise, 2);
+    auto r = make(ActLevelMode::kSigned, 2);
     torch::load(r, saved);
     EXPECT_TRUE(r->initialized());
     EXPECT_EQ(r->scale_value(), q->scale_value());
@@ -290,7 +290,7 @@ TEST(BwtaActQuant, CheckpointKeepsScaleAndInitialisedFlag) {
 
     // An uninitialised checkpoint loads as uninitialised, over an initialised module too.
     std::stringstream fresh;
-    torch::save(make(ActLevelMode::kLevelwise, 2), fresh);
+    torch::save(make(ActLevelMode::kSigned, 2), fresh);
     torch::load(r, fresh);
     EXPECT_FALSE(r->initialized());
 
@@ -303,25 +303,25 @@ TEST(BwtaActQuant, CheckpointKeepsScaleAndInitialisedFlag) {
 
 TEST(BwtaActQuant, SetLevelsAndSetScaleDriveTheForward) {
     const auto a = hand_input();
-    auto q = make(ActLevelMode::kLevelwise, 4);
+    auto q = make(ActLevelMode::kSigned, 4);
     const torch::Tensor param = q->scale;
     q->set_scale(kS);
     EXPECT_TRUE(q->initialized());  // an explicit scale counts as initialised
-    expect_bitwise_equal(q(a), act_level_quantize(a, kS, 4, ActLevelMode::kLevelwise));
+    expect_bitwise_equal(q(a), act_level_quantize(a, kS, 4, ActLevelMode::kSigned));
     q->set_levels(1);
     EXPECT_EQ(q->levels(), 1);
-    expect_bitwise_equal(q(a), act_level_quantize(a, kS, 1, ActLevelMode::kLevelwise));
+    expect_bitwise_equal(q(a), act_level_quantize(a, kS, 1, ActLevelMode::kSigned));
 
     // A stage transition as §4.2 does it: s_new = p * s_old, written in place.
-    const double p = mean_abs_quantized(a, kS, 4, ActLevelMode::kLevelwise) /
-                     mean_abs_quantized(a, kS, 1, ActLevelMode::kLevelwise);
+    const double p = mean_abs_quantized(a, kS, 4, ActLevelMode::kSigned) /
+                     mean_abs_quantized(a, kS, 1, ActLevelMode::kSigned);
     q->set_scale(p * kS);
     EXPECT_DOUBLE_EQ(q->scale_value(), static_cast<double>(static_cast<float>(p * kS)));
     EXPECT_TRUE(q->scale.is_same(param));  // the optimizer's parameter is the one that changed
     EXPECT_TRUE(q->scale.requires_grad());
 
     // The LSQ gradient scale follows the new L: g = 1 / sqrt(numel * L).
-    auto d = make(ActLevelMode::kLevelwise, 4);
+    auto d = make(ActLevelMode::kSigned, 4);
     d->to(torch::kDouble);
     d->set_scale(0.25);
     auto x = torch::tensor({0.1, 0.3, -0.2, 5.0}, torch::kDouble);
@@ -339,7 +339,7 @@ TEST(BwtaActQuant, SetLevelsAndSetScaleDriveTheForward) {
 }
 
 TEST(BwtaActQuant, ErrorsNameWhatWasWrong) {
-    expect_contains(error_of([] { make(ActLevelMode::kLevelwise, 0); }),
+    expect_contains(error_of([] { make(ActLevelMode::kSigned, 0); }),
                     {"ActLevelQuantizer", "levels must be >= 1", "got 0"});
     auto q = make(ActLevelMode::kBool, 1);
     expect_contains(error_of([&] { q->set_levels(-2); }),
@@ -366,9 +366,9 @@ TEST(BwtaActQuant, ErrorsNameWhatWasWrong) {
                     {"learned scale is -0.5", "positive finite"});
 
     const auto a = torch::ones({2});
-    expect_contains(error_of([&] { act_level_quantize(a, 0.5, 0, ActLevelMode::kLevelwise); }),
+    expect_contains(error_of([&] { act_level_quantize(a, 0.5, 0, ActLevelMode::kSigned); }),
                     {"act_level_quantize", "levels must be >= 1", "got 0"});
-    expect_contains(error_of([&] { act_level_quantize(a, -1.0, 1, ActLevelMode::kLevelwise); }),
+    expect_contains(error_of([&] { act_level_quantize(a, -1.0, 1, ActLevelMode::kSigned); }),
                     {"act_level_quantize", "scale must be positive and finite", "got -1"});
     expect_contains(error_of([&] {
                         act_level_quantize(torch::ones({2}, torch::kLong), 1.0, 1,

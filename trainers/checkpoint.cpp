@@ -40,7 +40,7 @@ torch::serialize::InputArchive open_archive(const std::string& path, torch::Devi
 
 void save_checkpoint(const std::string& path, torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer, const TrainPosition& pos,
-                     const std::string& recipe_yaml) {
+                     const std::string& recipe_yaml, const std::vector<double>& trainer_state) {
     torch::serialize::OutputArchive out, model_ar, optim_ar;
     model.save(model_ar);
     optimizer.save(optim_ar);
@@ -50,6 +50,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
     out.write("position", torch::tensor({pos.step, pos.epoch, pos.batch}, torch::kInt64));
     out.write("model", model_ar);
     out.write("optimizer", optim_ar);
+    if (!trainer_state.empty())
+        out.write("trainer_state", torch::tensor(trainer_state, torch::kFloat64));
 
     const std::string tmp = path + ".tmp";
     try {
@@ -70,7 +72,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
 
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer* optimizer, std::string* recipe_yaml,
-                              torch::Device device) {
+                              torch::Device device, std::vector<double>* trainer_state) {
     torch::serialize::InputArchive in = open_archive(path, device);
     TrainPosition pos;
     try {
@@ -90,6 +92,14 @@ TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
             c10::IValue r;
             in.read("recipe", r);
             *recipe_yaml = r.toStringRef();
+        }
+        if (trainer_state) {
+            trainer_state->clear();
+            torch::Tensor t;
+            if (in.try_read("trainer_state", t)) {
+                t = t.to(torch::kCPU, torch::kFloat64).contiguous();
+                trainer_state->assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+            }
         }
     } catch (const c10::Error& e) {
         TRIT_FAIL("checkpoint '", path, "' does not match the recipe's model or optimizer: ",
@@ -114,7 +124,8 @@ LoadedRun load_run(const std::string& path) {
     r.recipe_yaml = read_checkpoint_recipe(r.checkpoint);
     r.recipe = parse_recipe(r.recipe_yaml, r.checkpoint + " (stored recipe)");
     r.model = make_model(r.recipe.model);
-    quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization);
+    quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization,
+                                   r.recipe.smsq.stages.empty() ? 3 : r.recipe.smsq.stages.back());
     r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr, torch::kCPU).step;
     r.model->eval();
     return r;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model.h"
 #include "core/recipe.h"
@@ -24,22 +25,27 @@ struct TrainPosition {
     int64_t batch = 0;  // index of the next batch within that epoch
 };
 
+// `trainer_state`: numbers the trainer needs to resume beyond the position (the SMSQ stage state),
+// stored as one float64 entry when not empty.
 void save_checkpoint(const std::string& path, torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer, const TrainPosition& position,
-                     const std::string& recipe_yaml);
+                     const std::string& recipe_yaml, const std::vector<double>& trainer_state = {});
 
 // Restores model and optimizer in place, their tensors on `device` (a checkpoint written on a GPU
-// loads on the CPU and the other way round); returns the position. `recipe_yaml` receives the text.
+// loads on the CPU and the other way round); returns the position. `recipe_yaml` receives the text,
+// `trainer_state` the saved numbers (empty when there are none).
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer* optimizer, std::string* recipe_yaml,
-                              torch::Device device = torch::kCPU);
+                              torch::Device device = torch::kCPU,
+                              std::vector<double>* trainer_state = nullptr);
 
 // Only the recipe text of a checkpoint (to rebuild its model).
 std::string read_checkpoint_recipe(const std::string& path);
 
 // A trained model loaded for export or validation: `path` is a run directory (its checkpoint.pt)
 // or a checkpoint file. The model is built from the recipe stored in the checkpoint, its layers
-// quantized as in training, on the CPU, in eval mode.
+// quantized as in training (activation quantizers on the last SMSQ stage's grid), on the CPU, in
+// eval mode.
 struct LoadedRun {
     std::string checkpoint;   // the file read
     std::string recipe_yaml;  // as stored

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The BWTA round on the GPU machine, after scripts/gpu-check.sh has built build-gpu: trains the
 # float teachers when their run directories lack a checkpoint (TEACHERS, default vit_fp32 and
-# gpt_fp32), then the BWTA runs in parallel on the one GPU, each `name:recipe[:--set k=v,...]`
+# gpt_fp32), then the BWTA runs in parallel on the one GPU, each `name:recipe[:--set;k=v;...]`
 # of RUNS_SPEC (default: vit_bwta and gpt_bwta), with the teachers' paths and the data paths set,
 # each under `timeout RUN_TIMEOUT` (seconds). Writes logs, summaries, metrics and plots to $OUT
 # (or build-gpu/bwta); TAR="run ..." packs those run directories (checkpoints included) into
@@ -41,7 +41,7 @@ for spec in ${RUNS_SPEC:-vit_bwta:vit_bwta gpt_bwta:gpt_bwta}; do
     # shellcheck disable=SC2086
     timeout "${RUN_TIMEOUT:-540}" "$trit" train "recipes/$recipe.yaml" --device cuda \
         --set "$(data_set "$recipe")" --set "init.from=$t" --set "distillation.teacher=$t" \
-        ${sets//,/ } --out "$RUNS/$name" --overwrite >"$LOG/train-$name.log" 2>&1 &
+        ${sets//;/ } --out "$RUNS/$name" --overwrite >"$LOG/train-$name.log" 2>&1 &
     pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || echo "a BWTA run failed or timed out (pid $p)"; done

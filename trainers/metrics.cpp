@@ -47,7 +47,8 @@ bool json_has(const std::string& line, const std::string& key) {
     return line.find("\"" + key + "\":") != std::string::npos;
 }
 
-MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step, bool resume) {
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step, bool resume,
+                       const std::function<bool(const std::string&)>& written_after_checkpoint) {
     if (resume) {
         std::ifstream in(path);
         std::vector<std::string> kept;
@@ -56,6 +57,7 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_until_step, bool re
             ++line_no;
             const double step = json_number(line, "step", path + ":" + std::to_string(line_no));
             if (step > static_cast<double>(keep_until_step)) continue;
+            if (written_after_checkpoint && written_after_checkpoint(line)) continue;
             kept.push_back(line);
         }
         in.close();

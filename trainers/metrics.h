@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,8 +17,11 @@ using Fields = std::vector<std::pair<std::string, double>>;
 class MetricsLog {
 public:
     // Opens `path` for appending. When resuming, lines with "step" > keep_until_step (written by
-    // the interrupted run after its last checkpoint) are dropped first.
-    MetricsLog(const std::string& path, int64_t keep_until_step, bool resume);
+    // the interrupted run after its last checkpoint) are dropped first, and so are lines for which
+    // `written_after_checkpoint` is true (lines of step keep_until_step written after its
+    // checkpoint, which the resumed run writes again).
+    MetricsLog(const std::string& path, int64_t keep_until_step, bool resume,
+               const std::function<bool(const std::string& line)>& written_after_checkpoint = {});
     void write(const Fields& fields);
 
 private:

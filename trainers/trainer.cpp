@@ -386,7 +386,11 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     }
     fs::write_file_atomic(fs::join(run_dir, "recipe.yaml"), recipe_text);
 
-    MetricsLog metrics(fs::join(run_dir, "metrics.jsonl"), pos.step, opt.resume);
+    // A transition at step s runs after the checkpoint of step s, so a run resumed from that
+    // checkpoint runs it again: the stage line the interrupted run wrote for it goes.
+    MetricsLog metrics(fs::join(run_dir, "metrics.jsonl"), pos.step, opt.resume, [&](const std::string& line) {
+        return json_has(line, "stage") && json_number(line, "step", "metrics.jsonl") == static_cast<double>(pos.step);
+    });
     Progress progress(total, pos.step, items, train_data->item_name(), t.log_every, opt.progress);
     {
         std::ostringstream os;

@@ -1,5 +1,6 @@
 // `trit inspect model.h5`: a table per layer (format, shape, bits per weight, zero fraction,
-// bytes), one per other tensor (shape, dtype, bytes), and totals against FP32 and FP16.
+// bytes, activations: a ternary / bool quantizer with its scale), one per other tensor (shape,
+// dtype, bytes), the attention's activation quantizers, and totals against FP32 and FP16.
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
@@ -9,6 +10,25 @@
 #include "exporters/model_file.h"
 
 namespace trit::cli {
+namespace {
+
+// "ternary [-1, 1] s=0.0123456789": a quantizer's codes and its float32 scale, all its digits.
+std::string quantizer_text(const exporters::PackedActQuantizer& q) {
+    std::ostringstream os;
+    os << exporters::describe_act_quantizer(q) << " s=" << std::setprecision(9) << q.scale;
+    return os.str();
+}
+
+std::string activation_text(const exporters::PackedLayer& l) {
+    switch (l.activation) {
+        case ActQuantMethod::kInt8PerToken: return "int8/token";
+        case ActQuantMethod::kTernary: return quantizer_text(l.act);
+        case ActQuantMethod::kNone: break;
+    }
+    return "float";
+}
+
+}  // namespace
 
 Command add_inspect(CLI::App& app) {
     auto path = std::make_shared<std::string>();
@@ -25,6 +45,8 @@ Command add_inspect(CLI::App& app) {
             name_w = std::max(name_w, static_cast<int>(l.name.size()) + 2);
         for (const auto& t : m.tensors)
             name_w = std::max(name_w, static_cast<int>(t.name.size()) + 2);
+        for (const auto& q : m.act_quantizers)
+            name_w = std::max(name_w, static_cast<int>(q.name.size()) + 2);
         std::cout << std::left << std::setw(name_w) << "layer" << std::setw(10) << "format"
                   << std::setw(12) << "shape" << std::right << std::setw(12) << "codes B"
                   << std::setw(10) << "scales B" << std::setw(10) << "bias B" << std::setw(9)
@@ -46,7 +68,7 @@ Command add_inspect(CLI::App& app) {
                 extra << scale_granularity_name(l.spec.granularity)
                       << (l.spec.granularity == ScaleGranularity::kGroup ? " " + std::to_string(l.spec.group_size) : "")
                       << (l.spec.fp16_scales ? " fp16" : " fp32") << ", "
-                      << (l.activation == ActQuantMethod::kInt8PerToken ? "int8/token" : "float");
+                      << activation_text(l);
                 q_bytes += weight;
                 q_codes += weight - scales;
                 q_fp32 += fp32;
@@ -80,6 +102,11 @@ Command add_inspect(CLI::App& app) {
                 all_bytes += t.bytes();
                 all_fp32 += 4 * t.numel();
             }
+        }
+        if (!m.act_quantizers.empty()) {
+            std::cout << std::left << std::setw(name_w) << "attention" << "activations (quantizer)\n";
+            for (const auto& q : m.act_quantizers)
+                std::cout << std::left << std::setw(name_w) << q.name << quantizer_text(q) << "\n";
         }
         std::cout << std::fixed << std::setprecision(2);
         if (q_fp32 > 0) {

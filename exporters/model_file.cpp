@@ -1,6 +1,7 @@
 // HDF5 model file: see model_file.h and docs/formats.md.
 #include "exporters/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -8,6 +9,7 @@
 #include "core/fs.h"
 #include "core/model.h"
 #include "core/quant_linear.h"
+#include "core/transformer.h"
 #include "exporters/h5.h"
 #include "exporters/half.h"
 
@@ -83,6 +85,34 @@ bool spec_fits_format(const WeightQuantSpec& s, FormatId f) {
     return false;
 }
 
+// A BWTA activation quantizer, in a layer's group or its own: attributes act_mode, act_lo, act_hi
+// and the scalar float32 dataset act_scale (exactly the trained scale, whatever --float-dtype).
+void write_act_quantizer(h5::Group& g, const PackedActQuantizer& q) {
+    g.set_attr("act_mode", act_level_mode_name(q.mode));
+    g.set_attr("act_lo", q.grid.lo);
+    g.set_attr("act_hi", q.grid.hi);
+    g.write("act_scale", h5::DType::kF32, {}, &q.scale);
+}
+
+PackedActQuantizer read_act_quantizer(const h5::Group& g, const std::string& name) {
+    PackedActQuantizer q;
+    q.name = name;
+    try {
+        q.mode = parse_act_level_mode(g.attr_string("act_mode"));
+    } catch (const Error& e) {
+        TRIT_FAIL(where(g), "@act_mode: ", e.what());
+    }
+    q.grid = ActGrid{g.attr_int("act_lo"), g.attr_int("act_hi"), false};
+    const ActGrid want = exported_act_grid(q.mode);
+    TRIT_CHECK(q.grid == want, where(g), ": activation grid (act_lo, act_hi) = ", describe_grid(q.grid),
+               " for a ", act_level_mode_name(q.mode), " quantizer; expected ", describe_grid(want),
+               " (only ternary and bool activations are stored)");
+    g.read("act_scale", h5::DType::kF32, {}, &q.scale);
+    TRIT_CHECK(std::isfinite(q.scale) && q.scale > 0, where(g, "act_scale"), ": ", q.scale,
+               "; expected a finite positive activation scale");
+    return q;
+}
+
 void write_layer(h5::Group& layers, const PackedLayer& l) {
     h5::Group g = layers.create_group(l.name);
     g.set_attr("format", l.format.name());
@@ -99,7 +129,8 @@ void write_layer(h5::Group& layers, const PackedLayer& l) {
     g.set_attr("threshold", l.spec.threshold);
     g.set_attr("depth", l.spec.depth);
     g.set_attr("sparse24", static_cast<int64_t>(l.spec.sparse24));
-    g.set_attr("activation", l.activation == ActQuantMethod::kInt8PerToken ? "int8_per_token" : "none");
+    g.set_attr("activation", act_quant_method_name(l.activation));
+    if (l.activation == ActQuantMethod::kTernary) write_act_quantizer(g, l.act);
     const auto arrays = packed_arrays(l.format, l.in);
     for (size_t i = 0; i < arrays.size(); ++i)
         g.write(arrays[i].name, h5::DType::kU8, {l.out, arrays[i].row_bytes}, l.packed[i].data());
@@ -108,7 +139,7 @@ void write_layer(h5::Group& layers, const PackedLayer& l) {
 }
 
 PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t out, int64_t in,
-                       bool has_bias) {
+                       bool has_bias, int64_t version) {
     PackedLayer l;
     l.name = name;
     TRIT_CHECK(layers.has_group(name), where(layers, name), ": missing (the recipe's model has a layer '",
@@ -143,6 +174,11 @@ PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t
         l.activation = parse_act_quant_method(g.attr_string("activation"));
     } catch (const Error& e) {
         TRIT_FAIL(where(g), ": ", e.what());
+    }
+    if (l.activation == ActQuantMethod::kTernary) {
+        TRIT_CHECK(version >= 2, where(g), "@activation: ternary activations need format_version 2, the file is version ",
+                   version);
+        l.act = read_act_quantizer(g, name);
     }
     l.spec.group_size = g.attr_int("group_size");
     l.spec.threshold = g.attr_double("threshold");
@@ -206,7 +242,8 @@ void write_model(const std::string& path, const PackedModel& m) {
     {  // groups closed before the file
         h5::Group root = f.root();
         root.set_attr("format", kModelFileFormat);
-        root.set_attr("format_version", kModelFileVersion);
+        // Version 1 unless the file needs version 2's ternary activations.
+        root.set_attr("format_version", m.has_level_activations() ? kModelFileVersion : int64_t{1});
         root.set_attr("producer", m.producer.empty() ? std::string("trit ") + TRIT_VERSION : m.producer);
         root.set_attr("recipe", m.recipe_yaml);
         h5::Group layers = root.create_group("layers");
@@ -216,6 +253,13 @@ void write_model(const std::string& path, const PackedModel& m) {
             TRIT_CHECK(static_cast<int64_t>(t.values.size()) == t.numel(), "write_model: tensor ",
                        t.name, " has ", t.values.size(), " values for shape ", shape_text(t.shape));
             write_floats(tensors, t.name, t.dtype, t.shape, t.values);
+        }
+        if (!m.act_quantizers.empty()) {
+            h5::Group quantizers = root.create_group("act_quantizers");
+            for (const auto& q : m.act_quantizers) {
+                h5::Group g = quantizers.create_group(q.name);
+                write_act_quantizer(g, q);
+            }
         }
     }
     f.close();
@@ -230,7 +274,8 @@ PackedModel read_model(const std::string& path) {
     TRIT_CHECK(format == kModelFileFormat, path, ":/@format: expected '", kModelFileFormat,
                "', found '", format, "' (not a trit model file)");
     const int64_t version = root.attr_int("format_version");
-    TRIT_CHECK(version == kModelFileVersion, path, ":/@format_version: this trit reads version ",
+    TRIT_CHECK(version >= kModelFileVersionMin && version <= kModelFileVersion, path,
+               ":/@format_version: this trit reads versions ", kModelFileVersionMin, " to ",
                kModelFileVersion, ", the file is version ", version);
     m.producer = root.attr_string("producer");
     m.recipe_yaml = root.attr_string("recipe");
@@ -248,7 +293,7 @@ PackedModel read_model(const std::string& path) {
     for (auto& [name, layer] : quant_linears(*model)) {
         expected.insert(name);
         m.layers.push_back(read_layer(layers, name, layer->options.out_features(),
-                                      layer->options.in_features(), layer->bias.defined()));
+                                      layer->options.in_features(), layer->bias.defined(), version));
     }
     for (const auto& child : layers.children())
         TRIT_CHECK(expected.count(child), path, ":/layers/", child,
@@ -262,17 +307,50 @@ PackedModel read_model(const std::string& path) {
                    m.recipe.model.type, ", has ", model_tensor_list.size(),
                    " tensors besides its linear layers, e.g. '", model_tensor_list.front().first,
                    "' of shape ", shape_text(model_tensor_list.front().second.sizes().vec()), ")");
+    } else {
+        h5::Group tensors = root.open_group("tensors");
+        std::set<std::string> expected_tensors;
+        for (const auto& [name, t] : model_tensor_list) {
+            expected_tensors.insert(name);
+            m.tensors.push_back(read_tensor(tensors, name, t.sizes().vec()));
+        }
+        for (const auto& child : tensors.children())
+            TRIT_CHECK(expected_tensors.count(child), path, ":/tensors/", child,
+                       ": not a tensor of the recipe's model (", m.recipe.model.type, ")");
+    }
+
+    // The attention's quantizers: one per attention point when the recipe quantizes attention
+    // (quantization.attention: ternary), none otherwise.
+    std::vector<std::string> points;
+    if (m.recipe.quantization.attention == "ternary") {
+        for (auto& [name, point] : act_points(*model))
+            points.push_back(name);
+        TRIT_CHECK(!points.empty(), path, ":/@recipe: quantization.attention is ternary, but the ",
+                   m.recipe.model.type, " model has no attention");
+    }
+    const bool has_group = root.has_group("act_quantizers");
+    if (points.empty()) {
+        if (has_group) {
+            const auto children = root.open_group("act_quantizers").children();
+            TRIT_CHECK(children.empty(), path, ":/act_quantizers/", children.empty() ? "" : children.front(),
+                       ": not expected: the recipe's quantization.attention is '", m.recipe.quantization.attention,
+                       "'");
+        }
         return m;
     }
-    h5::Group tensors = root.open_group("tensors");
-    std::set<std::string> expected_tensors;
-    for (const auto& [name, t] : model_tensor_list) {
-        expected_tensors.insert(name);
-        m.tensors.push_back(read_tensor(tensors, name, t.sizes().vec()));
+    TRIT_CHECK(version >= 2, path, ":/@format_version: ternary attention needs format_version 2, the file is version ",
+               version);
+    TRIT_CHECK(has_group, path, ":/act_quantizers: missing (the recipe quantizes attention: a quantizer for each of ",
+               points.size(), " attention points, e.g. '", points.front(), "')");
+    h5::Group quantizers = root.open_group("act_quantizers");
+    for (const auto& name : points) {
+        TRIT_CHECK(quantizers.has_group(name), where(quantizers, name),
+                   ": missing (the recipe quantizes attention point '", name, "')");
+        m.act_quantizers.push_back(read_act_quantizer(quantizers.open_group(name), name));
     }
-    for (const auto& child : tensors.children())
-        TRIT_CHECK(expected_tensors.count(child), path, ":/tensors/", child,
-                   ": not a tensor of the recipe's model (", m.recipe.model.type, ")");
+    for (const auto& child : quantizers.children())
+        TRIT_CHECK(std::find(points.begin(), points.end(), child) != points.end(), path, ":/act_quantizers/",
+                   child, ": not an attention point of the recipe's model (", m.recipe.model.type, ")");
     return m;
 }
 

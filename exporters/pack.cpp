@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "core/transformer.h"
 #include "exporters/half.h"
 
 namespace trit::exporters {
@@ -35,6 +36,29 @@ float round_to(FloatDType d, float v) {
         case FloatDType::kBF16: return bf16_bits_to_f32(f32_to_bf16_bits(v));
     }
     return v;
+}
+
+// The quantizer `q` of layer or attention point `name` as stored: its grid must be the last SMSQ
+// stage's ternary [-1, 1] (signed) or bool [0, 1], its scale initialised, positive and finite.
+PackedActQuantizer exported_quantizer(const std::string& what, const std::string& name,
+                                      ActLevelQuantizerImpl& q) {
+    PackedActQuantizer p;
+    p.name = name;
+    p.mode = q.mode();
+    p.grid = q.grid();
+    const ActGrid want = exported_act_grid(p.mode);
+    TRIT_CHECK(p.grid == want, "export: ", what, " ", name, ": its ", act_level_mode_name(p.mode),
+               " activation quantizer is on the grid ", describe_grid(p.grid), " (", p.grid.count(),
+               " levels); only ternary [-1, 1] (signed) and bool [0, 1] activations export, expected ",
+               describe_grid(want),
+               ". Was the run stopped before its last SMSQ stage, or does its schedule end on other "
+               "levels (smsq.stages must end with 3)?");
+    TRIT_CHECK(q.initialized(), "export: ", what, " ", name,
+               ": its activation scale was never initialised (the run has not seen a batch)");
+    p.scale = q.scale.detach().to(torch::kCPU, torch::kFloat32).item<float>();
+    TRIT_CHECK(std::isfinite(p.scale) && p.scale > 0, "export: ", what, " ", name,
+               ": activation scale ", p.scale, " is not a positive finite number");
+    return p;
 }
 
 }  // namespace
@@ -133,6 +157,9 @@ ExportResult pack_model(const Recipe& recipe, const std::string& recipe_yaml, Mo
         if (layer->bias.defined()) p.bias = to_vector(layer->bias);
         const bool pack = std::find(o.layers.begin(), o.layers.end(), name) != o.layers.end();
         if (!pack) {
+            TRIT_CHECK(layer->quant().activation != ActQuantMethod::kTernary, "export: layer ", name,
+                       " has ternary activations but is not packed (a float layer has no activation "
+                       "quantizer); pack it or train it without");
             p.format = FormatId{};
             p.weight_dtype = o.float_dtype;
             p.weight = to_vector(layer->weight);
@@ -145,6 +172,7 @@ ExportResult pack_model(const Recipe& recipe, const std::string& recipe_yaml, Mo
         p.spec = export_spec(layer->quant().weight, o, &note);
         if (!note.empty()) r.notes.push_back(name + ": " + note);
         p.activation = layer->quant().activation;
+        if (p.activation == ActQuantMethod::kTernary) p.act = exported_quantizer("layer", name, *layer->act);
         QuantizedWeights q = quantize_weight(layer->weight, p.spec);
         std::vector<float> qf = to_vector(q.q);
         std::vector<int8_t> codes(qf.size());
@@ -162,6 +190,9 @@ ExportResult pack_model(const Recipe& recipe, const std::string& recipe_yaml, Mo
                    p.scale_rows, "x", p.scale_cols);
         r.model.layers.push_back(std::move(p));
     }
+    // The attention's quantizers: their scales exactly (float32), whatever the float dtype.
+    for (auto& [name, point] : act_points(model))
+        if (point->quant) r.model.act_quantizers.push_back(exported_quantizer("attention point", name, *point->quant));
     // Embeddings, norms, class token, positions: float, in the float layers' dtype.
     for (auto& [name, tensor] : model_tensors(model)) {
         PackedTensor t;

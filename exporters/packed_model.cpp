@@ -3,10 +3,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "core/transformer.h"
 
 namespace trit::exporters {
 
@@ -23,6 +25,28 @@ FloatDType parse_float_dtype(const std::string& name) {
     for (auto d : {FloatDType::kF32, FloatDType::kF16, FloatDType::kBF16})
         if (name == float_dtype_name(d)) return d;
     TRIT_FAIL("unknown float dtype '", name, "'; known: float32, float16, bfloat16");
+}
+
+ActGrid exported_act_grid(ActLevelMode mode) {
+    return mode == ActLevelMode::kBool ? ActGrid{0, 1, false} : ActGrid{-1, 1, false};
+}
+
+std::string describe_act_quantizer(const PackedActQuantizer& q) {
+    return std::string(q.mode == ActLevelMode::kBool ? "bool " : "ternary ") + describe_grid(q.grid);
+}
+
+ActLevelQuantizer make_act_quantizer(const PackedActQuantizer& q) {
+    ActLevelQuantizer out{ActLevelQuantizerOptions(q.mode)};
+    out->set_grid(q.grid);
+    out->set_scale(static_cast<double>(q.scale));  // a float32 value: exact in the float32 parameter
+    return out;
+}
+
+bool PackedModel::has_level_activations() const {
+    if (!act_quantizers.empty()) return true;
+    for (const auto& l : layers)
+        if (l.activation == ActQuantMethod::kTernary) return true;
+    return false;
 }
 
 int64_t PackedLayer::weight_bytes() const {
@@ -61,19 +85,23 @@ std::pair<int64_t, int64_t> scale_shape(const WeightQuantSpec& spec, int64_t out
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> model_tensors(torch::nn::Module& model) {
-    // A QuantLinear has no children, so its tensors are exactly those named "<layer>.<tensor>".
-    std::set<std::string> linears;
+    // A QuantLinear's own tensors are named "<layer>.<tensor>"; an ActLevelQuantizer (a layer's
+    // "<layer>.act", an attention point's "<point>.quant") has no children, so its tensors are
+    // "<quantizer>.<tensor>".
+    std::set<std::string> owners;
     for (auto& [name, layer] : quant_linears(model))
-        linears.insert(name);
-    auto in_linear = [&](const std::string& name) {
+        owners.insert(name);
+    for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false))
+        if (std::dynamic_pointer_cast<ActLevelQuantizerImpl>(item.value())) owners.insert(item.key());
+    auto owned = [&](const std::string& name) {
         const size_t dot = name.rfind('.');
-        return dot != std::string::npos && linears.count(name.substr(0, dot)) > 0;
+        return dot != std::string::npos && owners.count(name.substr(0, dot)) > 0;
     };
     std::vector<std::pair<std::string, torch::Tensor>> out;
     for (const auto& p : model.named_parameters(/*recurse=*/true))
-        if (!in_linear(p.key())) out.emplace_back(p.key(), p.value());
+        if (!owned(p.key())) out.emplace_back(p.key(), p.value());
     for (const auto& b : model.named_buffers(/*recurse=*/true))
-        if (!in_linear(b.key())) out.emplace_back(b.key(), b.value());
+        if (!owned(b.key())) out.emplace_back(b.key(), b.value());
     return out;
 }
 
@@ -92,6 +120,28 @@ void load_float_values(torch::nn::Module& model, const PackedModel& packed) {
         TRIT_CHECK(static_cast<int64_t>(p.values.size()) == p.numel(), "packed model: tensor ",
                    name, " holds ", p.values.size(), " values for shape ", t.sizes());
         t.copy_(host(p.values, p.shape));
+    }
+    // The attention quantizers: the file's, on every point it names, replacing the model's own.
+    auto points = act_points(model);
+    std::set<std::string> point_names;
+    for (auto& [name, point] : points)
+        point_names.insert(name);
+    for (const auto& q : packed.act_quantizers)
+        TRIT_CHECK(point_names.count(q.name), "packed model: activation quantizer ", q.name,
+                   " names no attention point of the ", packed.recipe.model.type, " model");
+    const auto params = model.parameters();
+    const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+    for (auto& [name, point] : points) {
+        const auto it = std::find_if(packed.act_quantizers.begin(), packed.act_quantizers.end(),
+                                     [&](const PackedActQuantizer& q) { return q.name == name; });
+        if (it == packed.act_quantizers.end()) {
+            TRIT_CHECK(!point->quant, "packed model: the model quantizes ", name,
+                       " (quantization.attention), the file has no quantizer for it");
+            continue;
+        }
+        ActLevelQuantizer q = make_act_quantizer(*it);
+        q->to(device);
+        point->set_quantizer(q);
     }
     for (auto& [name, layer] : quant_linears(model)) {
         const PackedLayer& p = packed.layer(name);

@@ -1,6 +1,7 @@
 // A model in packed form, as the container stores it and the CPU reference runtime runs it: per
-// linear layer either packed integer codes + scales (+ bias) or float weights; the model's other
-// tensors (embeddings, norms, class token, positions) in float; and the resolved recipe that
+// linear layer either packed integer codes + scales (+ bias) or float weights, and for a BWTA layer
+// its input's activation quantizer; the model's other tensors (embeddings, norms, class token,
+// positions) in float; the attention's activation quantizers; and the resolved recipe that
 // describes the architecture.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/act_quant.h"
+#include "core/bwta_quant.h"
 #include "core/recipe.h"
 #include "core/weight_quant.h"
 #include "exporters/format_table.h"
@@ -19,11 +21,30 @@
 namespace trit::exporters {
 
 inline constexpr const char* kModelFileFormat = "trit-model";
-inline constexpr int64_t kModelFileVersion = 1;
+// The newest format_version this trit reads and writes. Version 2 adds ternary (BWTA) activation
+// quantizers; a file without them is written as version 1, readable by older trits.
+inline constexpr int64_t kModelFileVersion = 2;
+inline constexpr int64_t kModelFileVersionMin = 1;
 
 enum class FloatDType { kF32, kF16, kBF16 };
 const char* float_dtype_name(FloatDType d);  // "float32", "float16", "bfloat16"
 FloatDType parse_float_dtype(const std::string& name);
+
+// A BWTA activation quantizer (core/bwta_quant.h) as a file stores it: codes
+// clip(round(x / scale), lo, hi) with one float32 scale for the whole tensor, exactly the trained
+// value. Only the last SMSQ stage's grids are stored: ternary [-1, 1] (signed) and bool [0, 1].
+struct PackedActQuantizer {
+    std::string name;  // attention: the ActPoint's dotted name ("blocks.0.attn.q_act"); a
+                       // layer's own quantizer: the layer's name
+    ActLevelMode mode = ActLevelMode::kSigned;
+    ActGrid grid;      // {-1, 1} signed, {0, 1} bool
+    float scale = 0;   // s_A > 0, finite
+};
+
+// The grid a stored quantizer of `mode` must have: [-1, 1] (signed) or [0, 1] (bool).
+ActGrid exported_act_grid(ActLevelMode mode);
+// "ternary [-1, 1]" or "bool [0, 1]".
+std::string describe_act_quantizer(const PackedActQuantizer& q);
 
 struct PackedLayer {
     std::string name;
@@ -33,6 +54,7 @@ struct PackedLayer {
     // how the runtime quantizes this layer's input.
     WeightQuantSpec spec;
     ActQuantMethod activation = ActQuantMethod::kNone;
+    PackedActQuantizer act;      // activation == kTernary: the input's quantizer (name = layer)
     Arrays packed;               // as packed_arrays(format, in)
     std::vector<float> scale;    // (scale_rows, scale_cols): fp16-rounded when spec.fp16_scales
     int64_t scale_rows = 0, scale_cols = 0;
@@ -63,20 +85,33 @@ struct PackedModel {
     std::string producer;     // "trit <version>"
     std::vector<PackedLayer> layers;    // registration order (the mlp's forward order)
     std::vector<PackedTensor> tensors;  // registration order; none for the mlp
+    // The attention's activation quantizers (quantization.attention: ternary), one per ActPoint of
+    // the model in act_points order; empty otherwise.
+    std::vector<PackedActQuantizer> act_quantizers;
     const PackedLayer& layer(const std::string& name) const;
     const PackedTensor& tensor(const std::string& name) const;
+    // Whether any layer or attention point quantizes to ternary / bool levels (format_version 2).
+    bool has_level_activations() const;
 };
 
 // Scale granularity as (rows, cols) of the scale matrix for an (out, in) weight.
 std::pair<int64_t, int64_t> scale_shape(const WeightQuantSpec& spec, int64_t out, int64_t in);
 
-// The parameters and buffers of `model` that belong to no QuantLinear, by dotted name, in
-// registration order: what a model file stores as tensors.
+// The parameters and buffers of `model` that belong to no QuantLinear and no ActLevelQuantizer, by
+// dotted name, in registration order: what a model file stores as tensors. (The quantizers'
+// scales are stored with their quantizer, PackedActQuantizer; their `initialized` buffers are
+// implied: a stored scale is an initialised one.)
 std::vector<std::pair<std::string, torch::Tensor>> model_tensors(torch::nn::Module& model);
 
-// Copies the file's float values into `model` (built from packed.recipe.model, on any device):
-// every tensor, and the weights and biases of the float layers, whose QuantLinears get no
-// quantization. Packed layers are left alone. A name or shape the model does not have is an error.
+// Copies the file's float values into `model` (built from packed.recipe.model, on the CPU or any
+// device): every tensor, and the weights and biases of the float layers, whose QuantLinears get no
+// quantization; and each attention point the file names gets an ActLevelQuantizer (replacing the
+// model's own, if any) with the file's grid and scale, marked initialised so that it never
+// re-initialises from a batch. Packed layers are left alone. A name or shape the model does not
+// have is an error, and so is a model quantizer on a point the file has none for.
 void load_float_values(torch::nn::Module& model, const PackedModel& packed);
+
+// A quantizer with the grid and scale of `q`, initialised, on the CPU.
+ActLevelQuantizer make_act_quantizer(const PackedActQuantizer& q);
 
 }  // namespace trit::exporters

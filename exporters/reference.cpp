@@ -21,7 +21,13 @@ void configure_reference(Model& model, const PackedModel& packed, bool use_file_
         LinearQuantSpec spec;
         spec.weight = p.spec;
         spec.activation = p.activation;
+        if (p.activation == ActQuantMethod::kTernary) spec.act_mode = p.act.mode;
         layer->set_quant(spec);
+        if (p.activation == ActQuantMethod::kTernary) {
+            // set_quant gave the layer a fresh quantizer: the file's grid and (initialised) scale.
+            layer->act->set_grid(p.act.grid);
+            layer->act->set_scale(static_cast<double>(p.act.scale));
+        }
         if (use_file_codes) {
             std::vector<int8_t> codes(static_cast<size_t>(p.out * p.in));
             unpack_codes(p.format, p.packed, p.out, p.in, codes.data());

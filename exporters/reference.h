@@ -1,8 +1,9 @@
 // What a packed file is validated against: the training forward of the same model, with each layer
 // set up as the file describes it: packed layers fake-quantize the latent weights with the file's
-// spec and activation quantizer (the export's own quantization), float layers and the other tensors
-// (embeddings, norms, ...) take the file's stored values, rounding included. Any difference is then
-// the packed path's own error.
+// spec and activation quantizer (the export's own quantization; a ternary one with the file's grid
+// and scale), float layers and the other tensors (embeddings, norms, ...) take the file's stored
+// values, rounding included, and the attention's quantizers the file's scales. Any difference is
+// then the packed path's own error.
 #pragma once
 
 #include <torch/types.h>

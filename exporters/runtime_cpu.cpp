@@ -3,9 +3,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "core/act_int8.h"
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "exporters/formats/act_levels.h"
 
 namespace trit::exporters {
 namespace {
@@ -63,6 +68,30 @@ torch::Tensor layer_forward_cpu(const PackedLayer& l, const torch::Tensor& input
         torch::Tensor b = l.bias.empty() ? torch::Tensor()
                                          : torch::from_blob(const_cast<float*>(l.bias.data()), {n}, torch::kFloat32);
         return torch::linear(x, w, b);
+    }
+    if (l.activation == ActQuantMethod::kTernary) {
+        // One scale for every row: codes by act_levels (levels 3, or bool), the exact product, the
+        // same epilogue as int8. The training forward turns a NaN input into a NaN code, hence a
+        // NaN output row; act_levels gives NaN code 0, so such rows are set to NaN here.
+        if (m == 0) return y;
+        const float* xp = x.data_ptr<float>();
+        std::vector<int8_t> q(static_cast<size_t>(m * l.in));
+        if (l.act.mode == ActLevelMode::kBool)
+            formats::act_bool_quantize_ref(xp, m, l.in, l.act.scale, q.data());
+        else
+            formats::act_levels_quantize_ref(xp, m, l.in, l.act.scale, /*levels=*/3, q.data());
+        const std::vector<int32_t> acc = layer_accumulators(l, q.data(), m);
+        for (int64_t i = 0; i < m; ++i) {
+            const bool nan_row = std::any_of(xp + i * l.in, xp + (i + 1) * l.in, [](float v) { return std::isnan(v); });
+            for (int64_t j = 0; j < n; ++j) {
+                const int32_t* a = acc.data() + (i * n + j) * G;
+                float s = 0.0f;
+                for (int64_t g = 0; g < G; ++g) s += weight_scale(l, j, g) * static_cast<float>(a[g]);
+                yp[i * n + j] = nan_row ? std::numeric_limits<float>::quiet_NaN()
+                                        : s * l.act.scale + (l.bias.empty() ? 0.0f : l.bias[j]);
+            }
+        }
+        return y;
     }
     if (l.activation == ActQuantMethod::kInt8PerToken) {
         std::vector<int8_t> q(static_cast<size_t>(m * l.in));

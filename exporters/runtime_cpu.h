@@ -1,11 +1,13 @@
 // The CPU reference runtime: runs a PackedModel from its packed codes. Packed layers quantize their
-// input as the file says (int8 per token with act_int8_quantize_ref, or none), multiply with the
-// format's reference product (exact int32 accumulators per scale group, or float), then
-// y[i][j] = s_x[i] * sum_g (s_w[j][g] * acc[i][j][g]) + b[j] (sum over g in increasing order, in
-// float; without activation quantization s_x = 1 and acc is the float product). Float layers use
-// their stored weights. This is the contract the CUDA runtime must match. The transformer models
-// run as LibTorch modules (packed_module_cpu) whose packed layers go through layer_forward_cpu and
-// whose other tensors are the file's.
+// input as the file says (int8 per token with act_int8_quantize_ref; ternary or bool codes with
+// act_levels_quantize_ref / act_bool_quantize_ref and the file's per-tensor s_x = s_A; or none),
+// multiply with the format's reference product (exact int32 accumulators per scale group, or
+// float), then y[i][j] = (sum_g s_w[j][g] * acc[i][j][g]) * s_x[i] + b[j] (sum over g in increasing
+// order, in float; without activation quantization s_x = 1 and acc is the float product). A
+// ternary layer's input row holding a NaN gives a NaN output row, as in the training forward.
+// Float layers use their stored weights. This is the contract the CUDA runtime must match. The
+// transformer models run as LibTorch modules (packed_module_cpu) whose packed layers go through
+// layer_forward_cpu and whose other tensors (and attention quantizers) are the file's.
 #pragma once
 
 #include <torch/types.h>

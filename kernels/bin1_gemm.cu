@@ -27,8 +27,10 @@ constexpr int kRowBytes = f::kTbitsBlockBits / 8;  // one 256-bit block of one r
 
 template <Bin1GemmCase C>
 struct CaseTraits {
-    static constexpr int kPlanesA = C == Bin1GemmCase::kBoolTern ? 1 : 2;
-    static constexpr int kPlanesB = C == Bin1GemmCase::kBinTern ? 1 : 2;
+    static constexpr bool kBoolA = C == Bin1GemmCase::kBoolTern || C == Bin1GemmCase::kBoolBin;
+    static constexpr bool kBinaryB = C == Bin1GemmCase::kBinTern || C == Bin1GemmCase::kBoolBin;
+    static constexpr int kPlanesA = kBoolA ? 1 : 2;
+    static constexpr int kPlanesB = kBinaryB ? 1 : 2;
     static constexpr int kAccSets = C == Bin1GemmCase::kTernTern ? 2 : 1;
 };
 
@@ -228,6 +230,18 @@ __global__ void __launch_bounds__(T::kThreads)
                     mma_and_popc(acc[0][i][j], fa[0][i], nn0, nn1);
                 }
             }
+        } else if constexpr (C == Bin1GemmCase::kBoolBin) {
+            // acc += and(A, W); rows: popc(A).
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                row_pop[i][0] += __popc(fa[0][i][0]) + __popc(fa[0][i][2]);
+                row_pop[i][1] += __popc(fa[0][i][1]) + __popc(fa[0][i][3]);
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
         } else {
             // acc0 += and(Zq, Zk); acc1 += and(Pq, Nk) + and(Nq, Pk).
             uint32_t za[MT][4];
@@ -275,7 +289,7 @@ __global__ void __launch_bounds__(T::kThreads)
                     const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t + e;
                     if (col >= n) continue;
                     int v;
-                    if constexpr (C == Bin1GemmCase::kBinTern) {
+                    if constexpr (C == Bin1GemmCase::kBinTern || C == Bin1GemmCase::kBoolBin) {
                         v = 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
                     } else if constexpr (C == Bin1GemmCase::kBoolTern) {
                         v = acc[0][i][j][2 * h + e] - row_pop[i][h];
@@ -330,6 +344,8 @@ int64_t tiles_for(Bin1GemmCase c, Bin1GemmTile t, int64_t m, int64_t n, int64_t*
             return tiles_of<Bin1GemmCase::kBinTern>(t, m, n, tiles_m);
         case Bin1GemmCase::kBoolTern:
             return tiles_of<Bin1GemmCase::kBoolTern>(t, m, n, tiles_m);
+        case Bin1GemmCase::kBoolBin:
+            return tiles_of<Bin1GemmCase::kBoolBin>(t, m, n, tiles_m);
         default:
             return tiles_of<Bin1GemmCase::kTernTern>(t, m, n, tiles_m);
     }
@@ -378,6 +394,8 @@ const char* bin1_gemm_case_name(Bin1GemmCase c) {
             return "bool_tern";
         case Bin1GemmCase::kTernTern:
             return "tern_tern";
+        case Bin1GemmCase::kBoolBin:
+            return "bool_bin";
     }
     return "?";
 }
@@ -399,11 +417,11 @@ const char* bin1_gemm_tile_name(Bin1GemmTile t) {
 }
 
 int bin1_gemm_planes_a(Bin1GemmCase c) {
-    return c == Bin1GemmCase::kBoolTern ? 1 : 2;
+    return c == Bin1GemmCase::kBoolTern || c == Bin1GemmCase::kBoolBin ? 1 : 2;
 }
 
 int bin1_gemm_planes_b(Bin1GemmCase c) {
-    return c == Bin1GemmCase::kBinTern ? 1 : 2;
+    return c == Bin1GemmCase::kBinTern || c == Bin1GemmCase::kBoolBin ? 1 : 2;
 }
 
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count) {
@@ -469,6 +487,9 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
         case Bin1GemmCase::kTernTern:
             return launch_tile<Bin1GemmCase::kTernTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
                                                         out, stream);
+        case Bin1GemmCase::kBoolBin:
+            return launch_tile<Bin1GemmCase::kBoolBin>(tile, a, m, b, n, kblocks, tiles_m, tiles,
+                                                       out, stream);
     }
 }
 

@@ -1,11 +1,13 @@
 // Binary/ternary GEMMs on the b1 tensor cores (mma.sync m16n8k256 .and.popc, sm_80+) over tbits
-// planes (exporters/formats/tbits.h), for the three BWTA cases. Exact int32 accumulators, bit for
-// bit the tbits_gemm_*_ref products, or the products' fused float epilogue with one group.
+// planes (exporters/formats/tbits.h), for the BWTA cases. Exact int32 accumulators, bit for bit
+// the tbits_gemm_*_ref products, or the products' fused float epilogue with one group.
 //
 // Operands: a (m, k) is the activation side (mma rows), b (n, k) the other (mma columns):
 //     kBinTern   a ternary (2 planes), b binary (1 plane: bin1 weights)   acc = W · Aᵀ, as (m, n)
 //     kBoolTern  a bool (1 plane),     b ternary (2 planes: V as Vᵀ rows)  acc = Att · V
 //     kTernTern  a ternary (2 planes), b ternary (2 planes: K rows)        acc = Q · Kᵀ
+//     kBoolBin   a bool (1 plane),     b binary (1 plane: bin1 weights)   acc = W · Aᵀ, as (m, n)
+//                (a linear layer on a non-negative input: ReLU outputs on a bool grid)
 // Output through ProductOut (kernels/product.h) with G = 1: either acc (m, n) int32, or
 //     y[i][j] = (+0.0f + w_scale[j or 0] * float(acc)) * x_scale[i or 0] + (bias ? bias[j] : +0.0f)
 // in IEEE float, round to nearest, no FMA (product.h's epilogue, one group).
@@ -15,8 +17,10 @@
 //     kBinTern   acc = 2 (and(P, W) + and(N, ~W)) - popc(Z)      2 mma, one accumulator
 //     kBoolTern  acc = and(A, Pv) + and(A, ~Nv) - popc(A)         2 mma, one accumulator
 //     kTernTern  acc = and(Zq, Zk) - 2 (and(Pq, Nk) + and(Nq, Pk))  3 mma, two accumulators
+//     kBoolBin   acc = 2 and(A, W) - popc(A)                        1 mma
 // (and(N, ~W) = popc(N) - and(N, W), so the first is 2 and(P, W) - 2 and(N, W) - popc(P) +
-// popc(N)). popc(Z) / popc(A) are per-row constants taken from the A fragments in registers. The
+// popc(N); and a {0, 1} times a +-1 is +1 where both bits are set and -1 where only A's is).
+// popc(Z) / popc(A) are per-row constants taken from the A fragments in registers. The
 // planes' padding bits are 0, so the complements' padding 1s meet only zeros of the other operand.
 //
 // Contract, checked on the host before any launch (else trit::Error naming the case, m, n, k and
@@ -37,13 +41,13 @@
 
 namespace trit::kernels {
 
-enum class Bin1GemmCase { kBinTern, kBoolTern, kTernTern };
+enum class Bin1GemmCase { kBinTern, kBoolTern, kTernTern, kBoolBin };
 
 // CTA tiles (BM x BN, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4), kMedium 64 x 64 (4),
 // kLarge 128 x 128 (8; kTernTern 128 x 64). kAuto: bin1_gemm_choose_tile.
 enum class Bin1GemmTile { kAuto, kTiny, kSmall, kMedium, kLarge };
 
-const char* bin1_gemm_case_name(Bin1GemmCase c);  // "bin_tern", "bool_tern", "tern_tern"
+const char* bin1_gemm_case_name(Bin1GemmCase c);  // "bin_tern", "bool_tern", "tern_tern", "bool_bin"
 const char* bin1_gemm_tile_name(Bin1GemmTile t);  // "auto", "tiny", ...
 
 // Planes of each operand of a case (1 or 2).

@@ -6,10 +6,15 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "exporters/formats/tbits.h"
 #include "kernels/act_int8_torch.h"
+#include "kernels/act_pack.h"
+#include "kernels/bin1_gemm.h"
+#include "kernels/cuda_check.h"
 #include "kernels/torch_stream.h"
 
 namespace trit::kernels {
@@ -19,8 +24,13 @@ struct CudaModel::Layer {
     exporters::FormatId format;
     int64_t out = 0, in = 0;
     bool int8_act = false;
+    bool level_act = false;         // ternary / bool activations (BWTA) with the file's scale
+    exporters::PackedActQuantizer act;
+    bool b1 = false;                // level_act on the b1 GEMM (bin1, one scale group, sm_80+)
     int64_t group = 0, groups = 1;  // scale groups along in
     PackedWeights w;                // packed layers: device pointers into a, b
+    torch::Tensor act_scale;        // level_act: float32 (1), s_A
+    torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
     torch::Tensor a, b;             // packed arrays, uint8 (out, row_bytes)
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
     torch::Tensor bias;             // float32 (out) or undefined
@@ -63,6 +73,8 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
     device_ = c10::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index));
     activation_ = c.activation;
     const c10::DeviceGuard guard(device_);
+    int major = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
 
     for (const exporters::PackedLayer& p : model.layers) {
         auto l = std::make_unique<Layer>();
@@ -77,10 +89,11 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
             continue;
         }
         l->int8_act = p.activation == ActQuantMethod::kInt8PerToken;
+        l->level_act = p.activation == ActQuantMethod::kTernary;
         l->group = p.spec.granularity == ScaleGranularity::kGroup ? p.spec.group_size : p.in;
         l->groups = p.scale_cols;
         l->w_scale = upload_floats(p.scale, {p.scale_rows, p.scale_cols}, device_);
-        if (l->int8_act) {
+        if (l->int8_act || l->level_act) {
             l->a = upload_bytes(p.packed[0], p.out, device_);
             if (p.packed.size() > 1) l->b = upload_bytes(p.packed[1], p.out, device_);
             l->w.format = kernel_format(p.format);
@@ -90,6 +103,20 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
             l->w.n = p.out;
             l->w.k = p.in;
             l->w.pdl = true;  // uploaded once here, never written by a kernel
+            if (l->level_act) {
+                l->act = p.act;
+                l->act_scale = upload_floats({p.act.scale}, {1}, device_);
+                // The b1 GEMM takes bin1 weights with one scale group on sm_80+; the other
+                // formats and per-group scales take the int8 products (the codes as int8).
+                l->b1 = p.format.kind == exporters::WeightFormat::kBin1 && l->groups == 1 && major >= 8;
+                if (l->b1) {
+                    l->w_plane = torch::empty({p.out, formats::tbits_row_words(p.in)},
+                                              torch::TensorOptions().dtype(torch::kInt32).device(device_));
+                    tbits_from_bin1(l->a.data_ptr<uint8_t>(), p.out, p.in,
+                                    reinterpret_cast<uint32_t*>(l->w_plane.data_ptr<int32_t>()),
+                                    current_stream(device_));
+                }
+            }
         } else {
             std::vector<int8_t> codes(static_cast<size_t>(p.out * p.in));
             exporters::unpack_codes(p.format, p.packed, p.out, p.in, codes.data());
@@ -148,6 +175,7 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
         torch::Tensor y = (acc * l.w_scale.unsqueeze(0)).sum(2);
         return l.bias.defined() ? y + l.bias : y;
     }
+    if (l.level_act) return level_layer_forward(l, x);
     auto [q, sx] = act_int8_quantize(x);
     torch::Tensor y = torch::empty({m, l.out}, x.options());
     if (m == 0) return y;
@@ -159,6 +187,45 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
     out.x_scale_rows = m;
     out.bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
     product(l.w, q.data_ptr<int8_t>(), m, l.group, out, current_stream(device_));
+    return y;
+}
+
+torch::Tensor CudaModel::level_layer_forward(const Layer& l, const torch::Tensor& x) const {
+    const int64_t m = x.size(0);
+    torch::Tensor y = torch::empty({m, l.out}, x.options());
+    if (m == 0) return y;
+    const cudaStream_t stream = current_stream(device_);
+    ProductOut out;
+    out.y = y.data_ptr<float>();
+    out.w_scale = l.w_scale.data_ptr<float>();
+    out.w_scale_rows = l.w_scale.size(0);
+    out.x_scale = l.act_scale.data_ptr<float>();
+    out.x_scale_rows = 1;
+    out.bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
+    const bool boolean = l.act.mode == ActLevelMode::kBool;
+    if (l.b1) {
+        // Fused quantize + bit-pack (act_levels' codes), then the b1 GEMM and its epilogue.
+        torch::Tensor planes = torch::empty({boolean ? 1 : 2, m, formats::tbits_row_words(l.in)},
+                                            x.options().dtype(torch::kInt32));
+        auto* a = reinterpret_cast<uint32_t*>(planes.data_ptr<int32_t>());
+        if (boolean)
+            tbits_quantize_bool(x.data_ptr<float>(), m, l.in, l.act.scale, a, stream);
+        else
+            tbits_quantize_ternary(x.data_ptr<float>(), m, l.in, l.act.scale, a, stream);
+        bin1_gemm(boolean ? Bin1GemmCase::kBoolBin : Bin1GemmCase::kBinTern, a, m,
+                  reinterpret_cast<const uint32_t*>(l.w_plane.data_ptr<int32_t>()), l.out, l.in, out, stream);
+    } else {
+        // The grid's int8 codes: act_levels' rounding (a true division by a device tensor, ties to
+        // even, NaN -> 0), then the format's product as for int8 activations.
+        const torch::Tensor q = (x / l.act_scale)
+                                    .round_()
+                                    .clamp_(static_cast<double>(l.act.grid.lo), static_cast<double>(l.act.grid.hi))
+                                    .nan_to_num_(0.0)
+                                    .to(torch::kInt8);
+        product(l.w, q.data_ptr<int8_t>(), m, l.group, out, stream);
+    }
+    // As the training forward: an input row holding a NaN gives a NaN output row.
+    y.masked_fill_(x.isnan().any(1, /*keepdim=*/true), std::numeric_limits<float>::quiet_NaN());
     return y;
 }
 
@@ -186,6 +253,24 @@ std::vector<std::string> CudaModel::describe(int64_t m) const {
         std::string s = l->name + " " + l->format.name() + " ";
         if (!l->format.packed()) {
             s += "float (LibTorch linear)";
+        } else if (l->b1) {
+            const bool boolean = l->act.mode == ActLevelMode::kBool;
+            const Bin1GemmCase c = boolean ? Bin1GemmCase::kBoolBin : Bin1GemmCase::kBinTern;
+            int sms = 1;
+            TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_.index()));
+            s += std::string(boolean ? "bool" : "ternary") + " activations: tbits_quantize + bin1_gemm " +
+                 bin1_gemm_case_name(c) + " (tile " + bin1_gemm_tile_name(bin1_gemm_choose_tile(c, m, l->out, sms)) +
+                 ")";
+        } else if (l->level_act) {
+            std::string why;
+            const auto* x = reinterpret_cast<const int8_t*>(l->a.data_ptr<uint8_t>());
+            choose_path(l->w, x, m, l->group, &why);
+            s += std::string(l->act.mode == ActLevelMode::kBool ? "bool" : "ternary") +
+                 " activations as int8 codes (b1 GEMM declined: " +
+                 (l->format.kind != exporters::WeightFormat::kBin1 ? "not bin1 weights"
+                  : l->groups > 1                                  ? "per-group weight scales"
+                                                                   : "needs compute capability >= 8.0") +
+                 "), " + why;
         } else if (!l->int8_act) {
             s += "float activations (LibTorch matmul over unpacked codes)";
         } else {

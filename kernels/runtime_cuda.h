@@ -4,6 +4,13 @@
 //   - packed layers with int8 activations: kernels::act_int8_quantize, then kernels::product with
 //     the fused epilogue (the dispatcher picks the kernel by format and shape). Both are bit-exact
 //     with the CPU reference, so these layers give the CPU runtime's logits bit for bit;
+//   - packed layers with ternary or bool (BWTA) activations and one per-tensor scale s_A: bin1
+//     weights with one scale group (tensor or channel) run the fused quantize + bit-pack
+//     (tbits_quantize_ternary / _bool) and the b1 tensor-core GEMM (bin1_gemm bin_tern / bool_bin)
+//     with the fused epilogue (acc * s_w) * s_A + b, whose bin1 weights are repacked once to a tbits
+//     plane at load; other formats, per-group scales and devices below sm_80 quantize to int8 codes
+//     (LibTorch) and run kernels::product. Exact integer sums and the same epilogue: bit for bit
+//     the CPU reference, NaN rows included (an input row holding a NaN gives a NaN output row);
 //   - packed layers without activation quantization: the codes are unpacked once to a float
 //     matrix on the device and multiplied per scale group by LibTorch (cuBLAS): float sums in
 //     another order, so within rounding of the CPU runtime, not bit-exact;
@@ -55,6 +62,7 @@ class CudaModel {
   private:
     struct Layer;
     torch::Tensor layer_forward(const Layer& l, const torch::Tensor& x) const;
+    torch::Tensor level_layer_forward(const Layer& l, const torch::Tensor& x) const;
     // vit, gpt: module_ from the recipe, the file's tensors and float layers, packed layers
     // overridden with layer_forward.
     void build_module(const exporters::PackedModel& model);

@@ -320,6 +320,48 @@ TEST(Tbits, ProductsEqualNaiveSumsOverShapes) {
     }
 }
 
+// bool activations x binary weights (a linear layer on a ReLU output): naive sums, bin1's
+// reference with the bool codes as int8 x, the extremes, and rejected padding.
+TEST(Tbits, BoolBinProductEqualsNaiveSumsAndBin1Reference) {
+    const std::vector<Shape> shapes = {{1, 1, 1},   {1, 7, 33},  {3, 5, 255},  {2, 9, 256},
+                                       {5, 3, 257}, {4, 4, 513}, {6, 11, 768}, {2, 3, 3072}};
+    for (const Shape& s : shapes) {
+        SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                     " k=" + std::to_string(s.k));
+        const int64_t rw = f::tbits_row_words(s.k);
+        const uint32_t seed = uint32_t(s.m * 31 + s.n * 17 + s.k);
+        const Codes bo = random_codes(s.m * s.k, 0, 1, false, seed);
+        const Codes bi = random_codes(s.n * s.k, -1, 1, true, seed + 1);
+        Words pbool(s.m * rw), pbin(s.n * rw);
+        f::tbits_bool_pack(bo.data(), s.m, s.k, pbool.data());
+        f::tbits_binary_pack(bi.data(), s.n, s.k, pbin.data());
+        std::vector<int32_t> acc(s.m * s.n);
+        f::tbits_gemm_bool_bin_ref(pbin.data(), s.n, s.k, pbool.data(), s.m, acc.data());
+        const auto want = naive(bo, s.m, bi, s.n, s.k);
+        EXPECT_EQ(acc, want) << "bool_bin: " << first_mismatches(acc, want, s.n);
+        std::vector<uint8_t> b1(s.n * f::bin1_row_bytes(s.k));
+        f::bin1_pack(bi.data(), s.n, s.k, b1.data());
+        std::vector<int32_t> acc_b1(s.m * s.n);
+        f::bin1_gemm_ref(b1.data(), s.n, s.k, bo.data(), s.m, /*group=*/s.k, acc_b1.data());
+        EXPECT_EQ(acc, acc_b1) << "vs bin1_gemm_ref: " << first_mismatches(acc, acc_b1, s.n);
+    }
+    constexpr int64_t kK = 777;
+    const Codes ones(kK, 1), minus(kK, -1);
+    Words a(f::tbits_row_words(kK)), w(f::tbits_row_words(kK)), wm(f::tbits_row_words(kK));
+    f::tbits_bool_pack(ones.data(), 1, kK, a.data());
+    f::tbits_binary_pack(ones.data(), 1, kK, w.data());
+    f::tbits_binary_pack(minus.data(), 1, kK, wm.data());
+    int32_t acc = 0;
+    f::tbits_gemm_bool_bin_ref(w.data(), 1, kK, a.data(), 1, &acc);
+    EXPECT_EQ(acc, kK);
+    f::tbits_gemm_bool_bin_ref(wm.data(), 1, kK, a.data(), 1, &acc);
+    EXPECT_EQ(acc, -kK);
+    a[f::tbits_word(kK)] |= f::tbits_bit(kK);  // a padding column of the activations
+    expect_error([&] { f::tbits_gemm_bool_bin_ref(w.data(), 1, kK, a.data(), 1, &acc); },
+                 {"tbits_gemm_bool_bin_ref", "padding column 777"});
+    expect_error([&] { f::tbits_gemm_bool_bin_ref(w.data(), 0, kK, a.data(), 1, &acc); }, {"n=0"});
+}
+
 TEST(Tbits, ExtremeSumsAreExact) {
     // All +1 against all +1 / all -1: |acc| = k, the bound the kernels' 2 * popc relies on.
     constexpr int64_t kK = 777;

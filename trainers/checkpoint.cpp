@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "quantizers/layer_selection.h"
+#include "trainers/smsq.h"
 
 namespace trit::trainers {
 namespace {
@@ -126,7 +127,17 @@ LoadedRun load_run(const std::string& path) {
     r.model = make_model(r.recipe.model);
     quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization,
                                    r.recipe.smsq.stages.empty() ? 3 : r.recipe.smsq.stages.back());
-    r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr, torch::kCPU).step;
+    std::vector<double> state;
+    r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr, torch::kCPU, &state).step;
+    // A checkpoint written before the last SMSQ stage: its quantizers on that stage's grid. The
+    // trainer's state starts {version 1, stage index, ...} (StageState::save in trainer.cpp).
+    if (!r.recipe.smsq.stages.empty() && state.size() >= 2 && state[0] == 1.0) {
+        const auto stage = static_cast<int64_t>(state[1]);
+        const auto stages = static_cast<int64_t>(r.recipe.smsq.stages.size());
+        TRIT_CHECK(stage >= 0 && stage < stages, "checkpoint '", r.checkpoint, "': SMSQ stage ", stage,
+                   " is not one of the recipe's ", stages, " stages");
+        if (stage + 1 < stages) set_stage_levels(*r.model, r.recipe.smsq.stages[static_cast<size_t>(stage)]);
+    }
     r.model->eval();
     return r;
 }

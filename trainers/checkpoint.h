@@ -44,8 +44,8 @@ std::string read_checkpoint_recipe(const std::string& path);
 
 // A trained model loaded for export or validation: `path` is a run directory (its checkpoint.pt)
 // or a checkpoint file. The model is built from the recipe stored in the checkpoint, its layers
-// quantized as in training (activation quantizers on the last SMSQ stage's grid), on the CPU, in
-// eval mode.
+// quantized as in training (activation quantizers on the grid of the SMSQ stage the checkpoint was
+// written in: the last stage's for a finished run), on the CPU, in eval mode.
 struct LoadedRun {
     std::string checkpoint;   // the file read
     std::string recipe_yaml;  // as stored

@@ -1,4 +1,4 @@
-// tbits CPU reference: pack, unpack, validate and the three int32 products (spec in tbits.h).
+// tbits CPU reference: pack, unpack, validate and the four int32 products (spec in tbits.h).
 // Scalar on purpose, it defines the layout bit for bit; the products read the packed words with
 // popcounts (the direct algebra of tbits.h), never via unpack.
 #include "exporters/formats/tbits.h"
@@ -224,6 +224,16 @@ void tbits_gemm_tern_tern_ref(const uint32_t* kk, int64_t n, int64_t k, const ui
     word_gemm(n, k, m, acc, [&](int64_t ai, int64_t bj) {
         return popc(qp[ai] & kp[bj]) + popc(qn[ai] & kn[bj]) - popc(qp[ai] & kn[bj]) -
                popc(qn[ai] & kp[bj]);
+    });
+}
+
+void tbits_gemm_bool_bin_ref(const uint32_t* w, int64_t n, int64_t k, const uint32_t* a, int64_t m,
+                             int32_t* acc) {
+    check_product("tbits_gemm_bool_bin_ref", w, n, k, a, m, acc);
+    check_padding("tbits_gemm_bool_bin_ref", w, 0, n, k);
+    check_padding("tbits_gemm_bool_bin_ref", a, 0, m, k);
+    word_gemm(n, k, m, acc, [&](int64_t ai, int64_t bj) {
+        return popc(a[ai] & w[bj]) - popc(a[ai] & ~w[bj]);
     });
 }
 

@@ -1,6 +1,6 @@
 // tbits: bit planes of low-level activations (and binary weights) for the b1 tensor-core GEMMs of
 // kernels/bin1_gemm.h. Spec header with device-usable helpers; tbits.cpp is the bit-exact CPU
-// reference (pack, unpack, validate, the three BWTA products). docs/formats.md, "tbits".
+// reference (pack, unpack, validate, the four BWTA products). docs/formats.md, "tbits".
 //
 // A (rows, k) matrix is stored as P bit planes, each (rows, tbits_row_words(k)) uint32,
 // plane-major:
@@ -18,6 +18,7 @@
 //     bin_tern:  ternary a (m, k) x binary w (n, k)       W · Aᵀ of a linear layer (bin1 weights)
 //     bool_tern: bool att (m, k) x ternary v (n, k)        Att · V, with V given as Vᵀ rows
 //     tern_tern: ternary q (m, k) x ternary kk (n, k)      Q · Kᵀ
+//     bool_bin:  bool a (m, k) x binary w (n, k)            W · Aᵀ of a linear layer on a bool input
 #pragma once
 
 #include <cstddef>
@@ -83,11 +84,14 @@ void tbits_from_bin1(const uint8_t* packed, int64_t n, int64_t k, uint32_t* plan
 //     bin_tern:  2 popc(P & W) - popc(P) - 2 popc(N & W) + popc(N)
 //     bool_tern: popc(A & Pv) - popc(A & Nv)
 //     tern_tern: popc(Pq & Pk) + popc(Nq & Nk) - popc(Pq & Nk) - popc(Nq & Pk)
+//     bool_bin:  popc(A & W) - popc(A & ~W)
 void tbits_gemm_bin_tern_ref(const uint32_t* w, int64_t n, int64_t k, const uint32_t* a, int64_t m,
                              int32_t* acc);
 void tbits_gemm_bool_tern_ref(const uint32_t* v, int64_t n, int64_t k, const uint32_t* att,
                               int64_t m, int32_t* acc);
 void tbits_gemm_tern_tern_ref(const uint32_t* kk, int64_t n, int64_t k, const uint32_t* q,
                               int64_t m, int32_t* acc);
+void tbits_gemm_bool_bin_ref(const uint32_t* w, int64_t n, int64_t k, const uint32_t* a, int64_t m,
+                             int32_t* acc);
 
 }  // namespace trit::formats

@@ -1,7 +1,8 @@
 // GPU tests of the tbits packing kernels (kernels/act_pack.h) and the b1 tensor-core GEMMs
 // (kernels/bin1_gemm.h): planes bit-exact with the tbits CPU reference, each case's int32
-// accumulators bit-exact with tbits_gemm_*_ref over a shape table and every tile, the fused float
-// epilogue bit-exact with product.h's formula, and the host-side launch contracts.
+// accumulators (bin_tern, bool_tern, tern_tern, bool_bin) bit-exact with tbits_gemm_*_ref over a
+// shape table and every tile, the fused float epilogue bit-exact with product.h's formula, and the
+// host-side launch contracts.
 // TRIT_BIN1_TIMING=1 also prints GEMM-alone and quantize+GEMM timings (BWTA shapes).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -240,6 +241,14 @@ Operands make_operands(Bin1GemmCase c, int64_t m, int64_t n, int64_t kk, uint64_
         f::tbits_ternary_pack(tern_a.data(), m, kk, o.a.data());
         f::tbits_binary_pack(bin.data(), n, kk, o.b.data());
         f::tbits_gemm_bin_tern_ref(o.b.data(), n, kk, o.a.data(), m, o.ref.data());
+    } else if (c == Bin1GemmCase::kBoolBin) {
+        const auto boo = random_codes(m * kk, 0, 1, seed + 3);
+        auto bin = random_codes(n * kk, 0, 1, seed + 2);
+        for (auto& v : bin)
+            v = static_cast<int8_t>(2 * v - 1);
+        f::tbits_bool_pack(boo.data(), m, kk, o.a.data());
+        f::tbits_binary_pack(bin.data(), n, kk, o.b.data());
+        f::tbits_gemm_bool_bin_ref(o.b.data(), n, kk, o.a.data(), m, o.ref.data());
     } else if (c == Bin1GemmCase::kBoolTern) {
         const auto boo = random_codes(m * kk, 0, 1, seed + 3);
         f::tbits_bool_pack(boo.data(), m, kk, o.a.data());
@@ -282,8 +291,8 @@ std::string gemm_name(const ::testing::TestParamInfo<GemmShape>& info) {
 
 std::vector<GemmShape> gemm_table() {
     std::vector<GemmShape> t;
-    for (Bin1GemmCase c :
-         {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern})
+    for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
+                           Bin1GemmCase::kBoolBin})
         for (int64_t m : {1, 7, 128, 130, 512})
             for (int64_t n : {1, 8, 100, 768})
                 for (int64_t kk : {1, 255, 256, 768, 3072})
@@ -327,6 +336,12 @@ TEST_F(Bin1GemmGpu, ExtremeSumsAtLongK) {
                  "bool_tern");
     expect_equal(run(Bin1GemmCase::kTernTern, a, kk), std::vector<int32_t>(kM * kN, -kK), kN,
                  "tern_tern");
+    expect_equal(run(Bin1GemmCase::kBoolBin, att, w), std::vector<int32_t>(kM * kN, kK), kN,
+                 "bool_bin");
+    Words wm(kN * rw);
+    f::tbits_binary_pack(minus.data(), kN, kK, wm.data());
+    expect_equal(run(Bin1GemmCase::kBoolBin, att, wm), std::vector<int32_t>(kM * kN, -kK), kN,
+                 "bool_bin, weights -1");
 }
 
 TEST_F(Bin1GemmGpu, Bin1ArrayUsedDirectlyAsWeights) {
@@ -352,6 +367,17 @@ TEST_F(Bin1GemmGpu, Bin1ArrayUsedDirectlyAsWeights) {
                  reinterpret_cast<const uint32_t*>(d_b1.get()), kN, kK, out, nullptr);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     expect_equal(d_acc.download(), ref, kN, "bin1 bytes as plane vs bin1_gemm_ref");
+
+    // The same weights against bool activations (bool_bin), codes packed on the device.
+    const auto boo = random_codes(kM * kK, 0, 1, 79);
+    f::bin1_gemm_ref(b1.data(), kN, kK, boo.data(), kM, /*group=*/kK, ref.data());
+    DeviceBuffer<int8_t> d_boo(boo);
+    k::tbits_pack_bool(d_boo.get(), kM, kK, d_planes.get(), nullptr, nullptr);
+    d_acc.poison();
+    k::bin1_gemm(Bin1GemmCase::kBoolBin, d_planes.get(), kM,
+                 reinterpret_cast<const uint32_t*>(d_b1.get()), kN, kK, out, nullptr);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_equal(d_acc.download(), ref, kN, "bool_bin: bin1 bytes as plane vs bin1_gemm_ref");
 }
 
 uint32_t float_bits(float v) {
@@ -362,8 +388,8 @@ uint32_t float_bits(float v) {
 
 TEST_F(Bin1GemmGpu, FusedEpilogueMatchesProductFormula) {
     constexpr int64_t kM = 130, kN = 100, kK = 300;
-    for (Bin1GemmCase c :
-         {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern}) {
+    for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
+                           Bin1GemmCase::kBoolBin}) {
         for (const bool per_row : {false, true}) {
             SCOPED_TRACE(std::string(k::bin1_gemm_case_name(c)) + (per_row ? " per-row" : ""));
             const Operands o = make_operands(c, kM, kN, kK, 4242);
@@ -468,6 +494,9 @@ TEST(Bin1GemmContract, TileChoice) {
     EXPECT_EQ(k::bin1_gemm_planes_a(Bin1GemmCase::kBoolTern), 1);
     EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kBinTern), 1);
     EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kTernTern), 2);
+    EXPECT_EQ(k::bin1_gemm_planes_a(Bin1GemmCase::kBoolBin), 1);
+    EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kBoolBin), 1);
+    EXPECT_EQ(std::string(k::bin1_gemm_case_name(Bin1GemmCase::kBoolBin)), "bool_bin");
 }
 
 // ---- timing (opt-in) -------------------------------------------------------------------------

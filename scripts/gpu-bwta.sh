@@ -4,8 +4,9 @@
 # gpt_fp32), then the BWTA runs in parallel on the one GPU, each `name:recipe[:--set;k=v;...]`
 # of RUNS_SPEC (default: vit_bwta and gpt_bwta), with the teachers' paths and the data paths set,
 # each under `timeout RUN_TIMEOUT` (seconds). Writes logs, summaries, metrics and plots to $OUT
-# (or build-gpu/bwta); TAR="run ..." packs those run directories (checkpoints included) into
-# $OUT/<run>.tar.gz.
+# (or build-gpu/bwta); VALIDATE="run ..." exports those runs to bin1 and validates the files on
+# the GPU runtime and on the CPU reference (whole evaluation split); TAR="run ..." packs those run
+# directories (checkpoints included) into $OUT/<run>.tar.gz.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -56,5 +57,17 @@ for d in "$RUNS"/*/; do
     cp "$d"/{metrics.jsonl,recipe.yaml} "$LOG/runs/$n/" 2>/dev/null
     cp "$d/summary.json" "$LOG/runs/$n/" 2>/dev/null
     "$trit" plot "$d" -o "$LOG/runs/$n/curves.png" >/dev/null 2>&1
+done
+for n in ${VALIDATE:-}; do
+    d=$(data_set "$n")
+    d=${d#data.path=}
+    "$trit" export "$RUNS/$n" --format bin1 --out "$RUNS/$n/model-bin1.h5" >"$LOG/export-$n.log" 2>&1
+    echo "export $n: rc $?" >>"$LOG/results.txt"
+    for dev in cuda cpu; do
+        "$trit" validate "$RUNS/$n/model-bin1.h5" --against "$RUNS/$n" --device $dev --data "$d" \
+            >"$LOG/validate-$n-$dev.log" 2>&1
+        echo "validate $n on $dev: rc $?" >>"$LOG/results.txt"
+        cat "$LOG/validate-$n-$dev.log" >>"$LOG/results.txt"
+    done
 done
 for n in ${TAR:-}; do tar -C "$RUNS" -czf "$LOG/$n.tar.gz" "$n"; done

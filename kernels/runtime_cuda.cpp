@@ -160,6 +160,7 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
     TRIT_CHECK(x.dim() == 2 && x.size(1) == l.in, "layer ", l.name, ": expected input (m, ", l.in, "), got ",
                x.sizes());
     if (!l.format.packed()) return torch::linear(x, l.weight, l.bias.defined() ? l.bias : torch::Tensor());
+    if (l.level_act) return level_layer_forward(l, x);
     const int64_t m = x.size(0);
     if (!l.int8_act) {
         // Per scale group: acc (m, out, G) = x_g . codes_g^T, then sum_g s_w * acc + b.
@@ -175,7 +176,6 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
         torch::Tensor y = (acc * l.w_scale.unsqueeze(0)).sum(2);
         return l.bias.defined() ? y + l.bias : y;
     }
-    if (l.level_act) return level_layer_forward(l, x);
     auto [q, sx] = act_int8_quantize(x);
     torch::Tensor y = torch::empty({m, l.out}, x.options());
     if (m == 0) return y;

@@ -21,13 +21,7 @@ struct BwtaLinearFn : torch::autograd::Function<BwtaLinearFn> {
         const torch::Tensor x2 = x.reshape({-1, k}).to(torch::kFloat32);
         const torch::Tensor s = scale.detach().to(x2.device(), torch::kFloat32);
         const torch::Tensor codes = act_grid_codes(x2, s, *grid);
-        QuantizedWeightsEff w;
-        if (frozen) {
-            w.w = {frozen->q.to(weight.device()), frozen->scale.to(weight.device())};
-            w.w_eff = dequantize(w.w, *spec);
-        } else {
-            w = quantize_weight_eff(weight, *spec);
-        }
+        const QuantizedWeightsEff w = forward_weights(weight, *spec, frozen);
         torch::Tensor y = integer_linear_forward(codes, s, w.w, *spec, grid->q_max());
         const bool has_bias = bias.numel() > 0;  // see int8_quant_linear
         if (has_bias) y.add_(bias);

@@ -9,6 +9,15 @@
 
 namespace trit {
 
+QuantizedWeightsEff forward_weights(const torch::Tensor& weight, const WeightQuantSpec& spec,
+                                    const QuantizedWeights* frozen) {
+    if (!frozen) return quantize_weight_eff(weight, spec);
+    QuantizedWeightsEff w;
+    w.w = {frozen->q.to(weight.device()), frozen->scale.to(weight.device())};
+    w.w_eff = dequantize(w.w, spec);
+    return w;
+}
+
 torch::Tensor integer_linear_forward(const torch::Tensor& xq, const torch::Tensor& sx,
                                      const QuantizedWeights& w, const WeightQuantSpec& spec,
                                      int64_t x_max) {
@@ -45,13 +54,7 @@ struct Int8QuantLinearFn : torch::autograd::Function<Int8QuantLinearFn> {
         const int64_t k = x.size(-1);
         torch::Tensor x2 = x.reshape({-1, k}).to(torch::kFloat32);
         const Int8FakeQuant a = act_int8_fake_quantize(x2);
-        QuantizedWeightsEff w;
-        if (frozen) {
-            w.w = {frozen->q.to(weight.device()), frozen->scale.to(weight.device())};
-            w.w_eff = dequantize(w.w, *spec);
-        } else {
-            w = quantize_weight_eff(weight, *spec);
-        }
+        const QuantizedWeightsEff w = forward_weights(weight, *spec, frozen);
         torch::Tensor y = integer_linear_forward(a.q, a.scale, w.w, *spec, 128);
         const bool has_bias = bias.numel() > 0;  // see int8_quant_linear
         if (has_bias) y.add_(bias);

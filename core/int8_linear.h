@@ -15,6 +15,11 @@ namespace trit {
 // Largest |accumulator| a float32 sum holds exactly.
 inline constexpr double kExactFloatSum = 16777216.0;  // 2^24
 
+// The codes, scales and effective weight a quantized forward multiplies by: `frozen` moved to
+// the weight's device when given (QuantLinear::freeze_weights), else `weight` quantized by `spec`.
+QuantizedWeightsEff forward_weights(const torch::Tensor& weight, const WeightQuantSpec& spec,
+                                    const QuantizedWeights* frozen);
+
 // y (m, n) = the exact integer products of codes xq (m, k) (|code| <= x_max, float32) and w.q,
 // then (sum over weight-scale groups g of s_w[g] * acc[g]) * sx with sx (m, 1) (or a 0-dim/(1, 1)
 // scale for every row): the epilogue above. Checks that the sums stay below 2^24.

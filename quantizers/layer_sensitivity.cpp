@@ -16,6 +16,7 @@ struct Sums {
     double err = 0, ref = 0;
     int64_t count = 0;
     double scale = 0;  // activation scale from the first batch
+    torch::Tensor wq;  // the quantized weight, computed on the first batch
 };
 
 }  // namespace
@@ -50,10 +51,11 @@ std::vector<LayerSensitivity> layer_sensitivities(Model& model, const std::vecto
             } else {
                 xq = act_fake_quant(x, spec.activation);
             }
-            torch::Tensor wq = spec.weight.method == WeightQuantMethod::kNone
-                                   ? layer->weight
-                                   : quantize_weight_eff(layer->weight, spec.weight).w_eff;
-            torch::Tensor yq = torch::linear(xq, wq, layer->bias);
+            if (!s->wq.defined())
+                s->wq = spec.weight.method == WeightQuantMethod::kNone
+                            ? layer->weight
+                            : quantize_weight_eff(layer->weight, spec.weight).w_eff;
+            torch::Tensor yq = torch::linear(xq, s->wq, layer->bias);
             s->err += (y - yq).to(torch::kDouble).square().sum().item<double>();
             s->ref += y.to(torch::kDouble).square().sum().item<double>();
             s->count += y.numel();

@@ -70,6 +70,7 @@ Command add_eval(CLI::App& app) {
         std::string what;
         if (is_model_file(a->source)) {
             exporters::PackedModel packed = exporters::read_model(a->source);
+            exporters::require_runnable(packed, "eval", a->source);
             recipe = packed.recipe;
             if (device.is_cuda()) {
 #ifdef TRIT_HAVE_CUDA

@@ -70,6 +70,7 @@ GenerationModel load_generation_model(const std::string& source, const torch::De
     }
     TRIT_CHECK(fs::is_file(source), "'", source, "': no such model file");
     const exporters::PackedModel packed = exporters::read_model(source);
+    exporters::require_runnable(packed, "generate", source);
     if (device.is_cpu()) return {nullptr, exporters::packed_module_cpu(packed), source};
 #ifdef TRIT_HAVE_CUDA
     auto gpu =

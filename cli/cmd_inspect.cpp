@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/ptq.h"
 #include "exporters/model_file.h"
 
 namespace trit::cli {
@@ -37,8 +38,13 @@ Command add_inspect(CLI::App& app) {
     sub->footer("Example:\n  trit inspect fmnist-tern2.h5");
     return {sub, [path]() {
         exporters::PackedModel m = exporters::read_model(*path);
-        std::cout << *path << ": " << m.producer << ", model " << m.recipe.model.type << " from recipe '"
-                  << m.recipe.name << "'\n";
+        if (m.architecture == exporters::ModelArchitecture::kLinears)
+            std::cout << *path << ": " << m.producer << ", the linear layers of a foreign model (no architecture), "
+                      << "quantized by trit ptq from " << m.ptq.source << "\n";
+        else
+            std::cout << *path << ": " << m.producer << ", model " << m.recipe.model.type << " from recipe '"
+                      << m.recipe.name << "'" << (m.ptq.present ? ", quantized by trit ptq from " + m.ptq.source : "")
+                      << "\n";
         // Transformer layer names ("blocks.0.attn.q") are longer than the mlp's.
         int name_w = 10;
         for (const auto& l : m.layers)
@@ -107,6 +113,10 @@ Command add_inspect(CLI::App& app) {
             std::cout << std::left << std::setw(name_w) << "attention" << "activations (quantizer)\n";
             for (const auto& q : m.act_quantizers)
                 std::cout << std::left << std::setw(name_w) << q.name << quantizer_text(q) << "\n";
+        }
+        if (m.ptq.present) {
+            std::cout << "trit ptq report (calibration: " << m.ptq.calibration << "):\n"
+                      << cli::format_ptq_report(m.ptq.layers);
         }
         std::cout << std::fixed << std::setprecision(2);
         if (q_fp32 > 0) {

@@ -8,12 +8,17 @@
 // only where the float parts are exact on both devices: an mlp with ReLU). Batches are compared
 // as they come, so memory stays that of one batch.
 #include <functional>
+#include <optional>
+#include <set>
 #include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/ptq.h"
 #include "core/error.h"
 #include "core/fortunes.h"
+#include "core/safetensors.h"
+#include "core/weight_quant.h"
 #include "exporters/model_file.h"
 #include "exporters/reference.h"
 #include "exporters/runtime_cpu.h"
@@ -70,6 +75,117 @@ std::string for_each_batch(
            " windows of the validation text)";
 }
 
+struct LinearsOptions {
+    std::string model, against, device;
+    int64_t rows = 64;
+    double rtol = 1e-4, rtol_cuda = 1e-3;
+};
+
+torch::ScalarType torch_dtype(exporters::FloatDType d) {
+    return d == exporters::FloatDType::kF32 ? torch::kFloat32
+           : d == exporters::FloatDType::kF16 ? torch::kHalf
+                                              : torch::kBFloat16;
+}
+
+// A foreign model's file (quantized by trit ptq from a safetensors file) against that file: every
+// layer runs on the runtime (CPU reference, or the GPU kernels) on seeded random inputs and is
+// compared with the exact product of the file's codes and scales; the codes are re-derived from
+// the source weights where they depend on the weights alone; biases and the other tensors must be
+// the source's values (rounded to the stored dtype); the output error against the float layer is
+// reported. Returns the exit code.
+int validate_linears(const exporters::PackedModel& packed, const LinearsOptions& o, const torch::Device& device) {
+    TRIT_CHECK(o.against.size() > 12 && o.against.compare(o.against.size() - 12, 12, ".safetensors") == 0,
+               "validate: ", o.model, " holds a foreign model's layers; --against must be the .safetensors file it was "
+               "quantized from, got '", o.against, "'");
+    TRIT_CHECK(packed.ptq.present, o.model, ": a foreign model's file without the /ptq group");
+    const SafetensorsFile src = open_safetensors(o.against);
+    const PtqConfig cfg = parse_ptq_recipe(packed.ptq.recipe_yaml, o.model + ":/ptq@recipe");
+#ifdef TRIT_HAVE_CUDA
+    std::unique_ptr<kernels::CudaModel> gpu;
+    if (device.is_cuda()) gpu = std::make_unique<kernels::CudaModel>(packed, device.index() < 0 ? 0 : device.index());
+#endif
+    std::cout << "validate " << o.model << " against " << o.against << " (" << gpu_runtime_name(device) << "), "
+              << o.rows << " random input rows per layer:\n";
+    torch::NoGradGuard no_grad;
+    bool ok = true;
+    std::set<std::string> covered;
+    const double rtol = device.is_cuda() ? o.rtol_cuda : o.rtol;
+    int64_t index = 0;
+    for (const exporters::PackedLayer& l : packed.layers) {
+        const std::string wname = l.name + ".weight", bname = l.name + ".bias";
+        TRIT_CHECK(src.has(wname), o.against, ": no tensor '", wname, "' for the file's layer ", l.name);
+        covered.insert(wname);
+        torch::Tensor w = src.to_tensor(wname);
+        TRIT_CHECK(w.dim() == 2 && w.size(0) == l.out && w.size(1) == l.in, o.against, ": tensor '", wname, "' has shape ",
+                   w.sizes(), ", the file's layer (", l.out, ", ", l.in, ")");
+        std::string problem;
+        torch::Tensor bias;
+        if (src.has(bname)) {
+            covered.insert(bname);
+            bias = src.to_tensor(bname);
+            const torch::Tensor stored = torch::from_blob(const_cast<float*>(l.bias.data()),
+                                                          {static_cast<int64_t>(l.bias.size())}, torch::kFloat32);
+            if (l.bias.empty() || !torch::equal(stored, bias)) problem = "bias differs from the source's";
+        } else if (!l.bias.empty()) {
+            problem = "bias present, the source has none";
+        }
+        // The file's weights: codes x scales, exactly (float64).
+        std::vector<int8_t> codes(static_cast<size_t>(l.out * l.in));
+        exporters::unpack_codes(l.format, l.packed, l.out, l.in, codes.data());
+        torch::Tensor q = torch::from_blob(codes.data(), {l.out, l.in}, torch::kInt8).to(torch::kFloat64);
+        torch::Tensor scale = torch::from_blob(const_cast<float*>(l.scale.data()), {l.scale_rows, l.scale_cols},
+                                               torch::kFloat32).to(torch::kFloat64);
+        const torch::Tensor wq = dequantize(QuantizedWeights{q, scale}, l.spec);
+        torch::Generator gen = at::detail::createCPUGenerator(1000 + static_cast<uint64_t>(index++));
+        const torch::Tensor x = torch::randn({o.rows, l.in}, gen, torch::kFloat32);
+        const torch::Tensor xd = x.to(torch::kFloat64);
+        torch::Tensor ref = xd.mm(wq.t()), y = xd.mm(w.to(torch::kFloat64).t());
+        if (!l.bias.empty()) {
+            ref = ref + torch::from_blob(const_cast<float*>(l.bias.data()), {l.out}, torch::kFloat32).to(torch::kFloat64);
+            if (bias.defined()) y = y + bias.to(torch::kFloat64);
+        }
+        torch::Tensor runtime = exporters::layer_forward_cpu(l, x);
+#ifdef TRIT_HAVE_CUDA
+        if (gpu) runtime = gpu->forward_layer(l.name, x).to(torch::kCPU);
+#endif
+        const double max_ref = ref.abs().max().item<double>();
+        const double err = (runtime.to(torch::kFloat64) - ref).abs().max().item<double>() / std::max(max_ref, 1e-30);
+        if (!(err <= rtol)) problem = "runtime error " + std::to_string(err) + " above tolerance";
+        const double rel_src = (ref - y).square().sum().item<double>() / std::max(y.square().sum().item<double>(), 1e-300);
+        std::string codes_check = "codes depend on calibration (not re-derived)";
+        const std::optional<PtqLayerCodes> again = reproduce_layer_codes(cfg, l.format.name(), w);
+        if (again) {
+            const bool same = torch::equal(again->codes.to(torch::kFloat64), q) &&
+                              torch::equal(again->scales.to(torch::kFloat64), scale);
+            codes_check = same ? "codes and scales re-derived from the source: identical" : "codes differ from the source's";
+            if (!same) problem = "codes or scales differ from what the recipe gives the source weights";
+        }
+        std::cout << std::scientific << std::setprecision(3) << "  " << l.name << " " << l.format.name()
+                  << ": runtime vs file product " << err << ", output error vs source " << rel_src << "; "
+                  << codes_check << (problem.empty() ? "" : "  FAIL: " + problem) << "\n";
+        ok = ok && problem.empty();
+    }
+    for (const exporters::PackedTensor& t : packed.tensors) {
+        TRIT_CHECK(src.has(t.name), o.against, ": no tensor '", t.name, "' (the file stores one)");
+        covered.insert(t.name);
+        const torch::Tensor want = src.to_tensor(t.name).to(torch_dtype(t.dtype)).to(torch::kFloat32).reshape(t.shape);
+        const torch::Tensor got =
+            torch::from_blob(const_cast<float*>(t.values.data()), t.shape, torch::kFloat32);
+        if (!torch::equal(got, want)) {
+            std::cout << "  tensor " << t.name << ": FAIL: values differ from the source's\n";
+            ok = false;
+        }
+    }
+    for (const auto& n : src.names())
+        if (!covered.count(n)) {
+            std::cout << "  tensor " << n << ": FAIL: in the source, missing from the file\n";
+            ok = false;
+        }
+    std::cout << "  " << packed.layers.size() << " layers, " << packed.tensors.size() << " float tensors checked\n"
+              << (ok ? "  PASS" : "  FAIL") << std::endl;
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 Command add_validate(CLI::App& app) {
@@ -82,7 +198,9 @@ Command add_validate(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "validate", "Check a model file against the training forward of its run on real inputs");
     sub->add_option("model", a->model, "Model file (.h5)")->required();
-    sub->add_option("--against", a->against, "Run directory or checkpoint the file was exported from")
+    sub->add_option("--against", a->against,
+                    "Run directory or checkpoint the file was exported from (or quantized from by trit ptq); for a "
+                    "foreign model's file, the .safetensors file")
         ->required();
     sub->add_option("--data", a->data,
                     "Dataset directory: Fashion-MNIST (mlp, vit) or fortunes (gpt) (default: the "
@@ -92,7 +210,8 @@ Command add_validate(CLI::App& app) {
     sub->add_option("--limit", a->limit,
                     "Use the first N test examples (mlp, vit) or the first N windows of "
                     "model.context bytes of the validation text (gpt; every byte of a window is "
-                    "predicted and compared) (0 = all)")
+                    "predicted and compared) (0 = all); a foreign model's file: random input rows per "
+                    "layer (0 = 64)")
         ->capture_default_str();
     sub->add_option("--batch", a->batch,
                     "Examples (mlp, vit) or windows (gpt) per forward (0 = 1000 examples, 32 "
@@ -123,13 +242,23 @@ Command add_validate(CLI::App& app) {
                    ": this trit was built without the CUDA kernels (no nvcc found, or TRIT_CUDA=OFF)");
 #endif
         exporters::PackedModel packed = exporters::read_model(a->model);
+        if (packed.architecture == exporters::ModelArchitecture::kLinears) {
+            LinearsOptions o;
+            o.model = a->model;
+            o.against = a->against;
+            o.rows = a->limit > 0 ? a->limit : 64;
+            o.rtol = a->rtol;
+            o.rtol_cuda = a->rtol_cuda;
+            return validate_linears(packed, o, device);
+        }
         trainers::LoadedRun run = trainers::load_run(a->against);
         TRIT_CHECK(recipe_to_yaml(packed.recipe) == recipe_to_yaml(run.recipe), a->model,
                    ": its recipe differs from the one in ", run.checkpoint,
                    " (was it exported from another run?)");
         // On a GPU the reference takes the file's codes (see configure_reference); on the CPU it
-        // re-quantizes the latent weights, which also checks the export's quantization.
-        exporters::configure_reference(*run.model, packed, /*use_file_codes=*/device.is_cuda());
+        // re-quantizes the latent weights, which also checks the export's quantization. A file
+        // trit ptq wrote holds codes that calibration chose (gptq): the reference takes them.
+        exporters::configure_reference(*run.model, packed, /*use_file_codes=*/device.is_cuda() || packed.ptq.present);
         run.model->to(device);
         const bool lm = run.model->task() == Task::kLanguageModel;
         // The mlp runs layer by layer (forward_cpu); the transformers as a packed module.

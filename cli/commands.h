@@ -21,5 +21,6 @@ Command add_validate(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_plot(CLI::App& app);
+Command add_ptq(CLI::App& app);
 
 }  // namespace trit::cli

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
         trit::cli::add_train(app),  trit::cli::add_export(app), trit::cli::add_inspect(app),
         trit::cli::add_validate(app), trit::cli::add_summary(app), trit::cli::add_bench(app),
         trit::cli::add_generate(app), trit::cli::add_eval(app),
-        trit::cli::add_plot(app)};
+        trit::cli::add_plot(app), trit::cli::add_ptq(app)};
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

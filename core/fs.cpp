@@ -35,6 +35,12 @@ bool is_file(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int64_t file_size(const std::string& path) {
+    struct stat st;
+    TRIT_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), path, ": not a regular file");
+    return static_cast<int64_t>(st.st_size);
+}
+
 bool is_dir(const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);

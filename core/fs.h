@@ -3,6 +3,7 @@
 // code that interposes on the system one, and its remove_all crashes (seen with LibTorch 2.11).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace trit::fs {
@@ -10,6 +11,8 @@ namespace trit::fs {
 bool exists(const std::string& path);
 bool is_file(const std::string& path);  // a regular file (following links)
 bool is_dir(const std::string& path);
+// Size in bytes of a regular file; throws trit::Error naming the path otherwise.
+int64_t file_size(const std::string& path);
 
 // "a/b" from "a" and "b" (no doubled separator).
 std::string join(const std::string& dir, const std::string& name);

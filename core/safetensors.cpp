@@ -322,6 +322,14 @@ const uint8_t* SafetensorsFile::data(const std::string& name) const {
     return mapping_->bytes() + 8 + header_size_ + t.begin;
 }
 
+void SafetensorsFile::release(const std::string& name) const {
+    const SafetensorsTensorInfo& t = info(name);
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t begin = 8 + header_size_ + t.begin, end = 8 + header_size_ + t.end;
+    const uint64_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages
+    if (last > first) ::madvise(static_cast<uint8_t*>(mapping_->addr) + first, last - first, MADV_DONTNEED);
+}
+
 const SafetensorsTensorInfo& SafetensorsFile::checked_float_info(const std::string& name) const {
     const SafetensorsTensorInfo& t = info(name);
     TRIT_CHECK(is_float_dtype(t.dtype), path_, ": tensor '", name, "': dtype ", to_string(t.dtype),

@@ -93,6 +93,10 @@ class SafetensorsFile {
     bool view_is_zero_copy(const std::string& name) const;
     // The tensor's raw little-endian bytes inside the mapping (info(name).bytes() of them).
     const uint8_t* data(const std::string& name) const;
+    // Lets the kernel drop the tensor's pages from this process's memory (madvise DONTNEED on the
+    // whole pages inside it): for reading a file larger than memory tensor by tensor. The mapping
+    // stays valid; a later read loads the pages from the file again.
+    void release(const std::string& name) const;
 
   private:
     struct Mapping;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -74,9 +76,9 @@ bool spec_fits_format(const WeightQuantSpec& s, FormatId f) {
         case WeightFormat::kTern2:
             return (s.method == WeightQuantMethod::kAbsmean ||
                     s.method == WeightQuantMethod::kAbsmaxThreshold) && !s.sparse24;
-        case WeightFormat::kTern24:
-            return (s.method == WeightQuantMethod::kAbsmean ||
-                    s.method == WeightQuantMethod::kAbsmaxThreshold) && s.sparse24;
+        case WeightFormat::kTern24:  // also balanced depth 1 (ternary) pruned 2:4 by trit ptq
+            return (s.method == WeightQuantMethod::kAbsmean || s.method == WeightQuantMethod::kAbsmaxThreshold ||
+                    (s.method == WeightQuantMethod::kBalanced && s.depth == 1)) && s.sparse24;
         case WeightFormat::kBin1: return s.method == WeightQuantMethod::kBinary && !s.sparse24;
         case WeightFormat::kBt:
             return s.method == WeightQuantMethod::kBalanced && s.depth == f.depth && !s.sparse24;
@@ -138,13 +140,21 @@ void write_layer(h5::Group& layers, const PackedLayer& l) {
                  {l.scale_rows, l.scale_cols}, l.scale);
 }
 
+// `out`, `in` < 0 and has_bias unset: a foreign model's layer, whose shape and bias the file
+// itself gives (checked for consistency with its datasets).
 PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t out, int64_t in,
-                       bool has_bias, int64_t version) {
+                       std::optional<bool> has_bias, int64_t version) {
     PackedLayer l;
     l.name = name;
     TRIT_CHECK(layers.has_group(name), where(layers, name), ": missing (the recipe's model has a layer '",
                name, "')");
     h5::Group g = layers.open_group(name);
+    if (out < 0) {
+        out = g.attr_int("out_features");
+        in = g.attr_int("in_features");
+        TRIT_CHECK(out >= 1 && in >= 1, where(g), ": shape (", out, ", ", in, "); expected positive sizes");
+        has_bias = g.has("bias");
+    }
     l.format = [&] {
         try {
             return parse_format(g.attr_string("format"));
@@ -156,7 +166,7 @@ PackedLayer read_layer(const h5::Group& layers, const std::string& name, int64_t
     l.in = g.attr_int("in_features");
     TRIT_CHECK(l.out == out && l.in == in, where(g), ": shape (", l.out, ", ", l.in,
                ") does not match the recipe's model (", out, ", ", in, ")");
-    if (has_bias) {
+    if (*has_bias) {
         l.bias = read_floats(g, "bias", FloatDType::kF32, {out});
         for (int64_t i = 0; i < out; ++i)
             TRIT_CHECK(std::isfinite(l.bias[i]), where(g, "bias"), ": value ", i, " is not finite");
@@ -235,35 +245,163 @@ PackedTensor read_tensor(const h5::Group& tensors, const std::string& name,
 
 }  // namespace
 
-void write_model(const std::string& path, const PackedModel& m) {
-    // Written under a temporary name and renamed when complete: a reader never sees half a file.
-    const std::string tmp = path + ".tmp";
-    h5::File f = h5::File::create(tmp);
-    {  // groups closed before the file
-        h5::Group root = f.root();
-        root.set_attr("format", kModelFileFormat);
-        // Version 1 unless the file needs version 2's ternary activations.
-        root.set_attr("format_version", m.has_level_activations() ? kModelFileVersion : int64_t{1});
-        root.set_attr("producer", m.producer.empty() ? std::string("trit ") + TRIT_VERSION : m.producer);
-        root.set_attr("recipe", m.recipe_yaml);
-        h5::Group layers = root.create_group("layers");
-        for (const auto& l : m.layers) write_layer(layers, l);
-        h5::Group tensors = root.create_group("tensors");
-        for (const auto& t : m.tensors) {
-            TRIT_CHECK(static_cast<int64_t>(t.values.size()) == t.numel(), "write_model: tensor ",
-                       t.name, " has ", t.values.size(), " values for shape ", shape_text(t.shape));
-            write_floats(tensors, t.name, t.dtype, t.shape, t.values);
-        }
-        if (!m.act_quantizers.empty()) {
-            h5::Group quantizers = root.create_group("act_quantizers");
-            for (const auto& q : m.act_quantizers) {
-                h5::Group g = quantizers.create_group(q.name);
-                write_act_quantizer(g, q);
-            }
-        }
+namespace {
+
+// Whether every value of a raw float buffer is finite.
+bool all_finite(FloatDType d, const void* data, int64_t n) {
+    if (d == FloatDType::kF32) {
+        const float* v = static_cast<const float*>(data);
+        for (int64_t i = 0; i < n; ++i)
+            if (!std::isfinite(v[i])) return false;
+        return true;
     }
-    f.close();
-    fs::replace_file(tmp, path);
+    const uint16_t* v = static_cast<const uint16_t*>(data);
+    const uint16_t exp = d == FloatDType::kF16 ? 0x7C00 : 0x7F80;  // all-ones exponent: inf, NaN
+    for (int64_t i = 0; i < n; ++i)
+        if ((v[i] & exp) == exp) return false;
+    return true;
+}
+
+void write_ptq(h5::Group& root, const PtqInfo& info) {
+    h5::Group g = root.create_group("ptq");
+    g.set_attr("recipe", info.recipe_yaml);
+    g.set_attr("source", info.source);
+    g.set_attr("calibration", info.calibration);
+    h5::Group layers = g.create_group("layers");
+    for (size_t i = 0; i < info.layers.size(); ++i) {
+        const PtqLayerReport& r = info.layers[i];
+        h5::Group l = layers.create_group(r.name);
+        l.set_attr("order", static_cast<int64_t>(i));
+        l.set_attr("method", r.method);
+        l.set_attr("format", r.format);
+        l.set_attr("bits_per_weight", r.bits_per_weight);
+        l.set_attr("error_basis", r.error_basis);
+        l.set_attr("mse", r.mse);
+        l.set_attr("relative_error", r.relative_error);
+        l.set_attr("seconds", r.seconds);
+    }
+}
+
+PtqInfo read_ptq(const h5::Group& root) {
+    PtqInfo info;
+    if (!root.has_group("ptq")) return info;
+    h5::Group g = root.open_group("ptq");
+    info.present = true;
+    info.recipe_yaml = g.attr_string("recipe");
+    info.source = g.attr_string("source");
+    info.calibration = g.attr_string("calibration");
+    TRIT_CHECK(g.has_group("layers"), where(g, "layers"), ": missing");
+    h5::Group layers = g.open_group("layers");
+    std::vector<std::pair<int64_t, PtqLayerReport>> rows;
+    for (const auto& name : layers.children()) {
+        h5::Group l = layers.open_group(name);
+        PtqLayerReport r;
+        r.name = name;
+        r.method = l.attr_string("method");
+        r.format = l.attr_string("format");
+        r.bits_per_weight = l.attr_double("bits_per_weight");
+        r.error_basis = l.attr_string("error_basis");
+        r.mse = l.attr_double("mse");
+        r.relative_error = l.attr_double("relative_error");
+        r.seconds = l.attr_double("seconds");
+        TRIT_CHECK(r.error_basis == "output" || r.error_basis == "weight", where(l), "@error_basis: '",
+                   r.error_basis, "'; expected output or weight");
+        rows.emplace_back(l.attr_int("order"), r);
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [order, r] : rows) info.layers.push_back(std::move(r));
+    return info;
+}
+
+}  // namespace
+
+struct ModelWriter::State {
+    std::string path, tmp;
+    std::optional<h5::File> file;
+    std::optional<h5::Group> root, layers, tensors, quantizers;
+    int64_t version = 1;
+    bool closed = false;
+};
+
+ModelWriter::ModelWriter(const std::string& path, const PackedModel& header) : s_(std::make_unique<State>()) {
+    s_->path = path;
+    // Written under a temporary name and renamed when complete: a reader never sees half a file.
+    s_->tmp = path + ".tmp";
+    s_->file.emplace(h5::File::create(s_->tmp));
+    s_->root.emplace(s_->file->root());
+    h5::Group& root = *s_->root;
+    root.set_attr("format", kModelFileFormat);
+    root.set_attr("format_version", int64_t{1});  // raised by close() where needed
+    root.set_attr("producer", header.producer.empty() ? std::string("trit ") + TRIT_VERSION : header.producer);
+    if (header.architecture == ModelArchitecture::kLinears) {
+        root.set_attr("architecture", "linears");
+        s_->version = 3;
+    } else {
+        root.set_attr("recipe", header.recipe_yaml);
+    }
+    s_->layers.emplace(root.create_group("layers"));
+    s_->tensors.emplace(root.create_group("tensors"));
+}
+
+ModelWriter::~ModelWriter() {
+    if (s_ && !s_->closed) {
+        s_->quantizers.reset();
+        s_->tensors.reset();
+        s_->layers.reset();
+        s_->root.reset();
+        s_->file.reset();
+        std::remove(s_->tmp.c_str());
+    }
+}
+
+void ModelWriter::add_layer(const PackedLayer& l) {
+    write_layer(*s_->layers, l);
+    if (l.activation == ActQuantMethod::kTernary) s_->version = std::max<int64_t>(s_->version, 2);
+}
+
+void ModelWriter::add_tensor(const PackedTensor& t) {
+    TRIT_CHECK(static_cast<int64_t>(t.values.size()) == t.numel(), "write_model: tensor ", t.name, " has ",
+               t.values.size(), " values for shape ", shape_text(t.shape));
+    write_floats(*s_->tensors, t.name, t.dtype, t.shape, t.values);
+}
+
+void ModelWriter::add_tensor_raw(const std::string& name, FloatDType dtype, const std::vector<int64_t>& shape,
+                                 const void* data) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    TRIT_CHECK(all_finite(dtype, data, n), "write_model: tensor '", name, "' holds a value that is not finite");
+    s_->tensors->write(name, storage_dtype(dtype), shape, data);
+}
+
+void ModelWriter::add_act_quantizer(const PackedActQuantizer& q) {
+    if (!s_->quantizers) s_->quantizers.emplace(s_->root->create_group("act_quantizers"));
+    h5::Group g = s_->quantizers->create_group(q.name);
+    write_act_quantizer(g, q);
+    s_->version = std::max<int64_t>(s_->version, 2);
+}
+
+void ModelWriter::set_ptq(const PtqInfo& info) { write_ptq(*s_->root, info); }
+
+void ModelWriter::close() {
+    TRIT_CHECK(!s_->closed, "ModelWriter: ", s_->path, " is already closed");
+    s_->root->set_attr("format_version", s_->version);
+    s_->quantizers.reset();  // groups closed before the file
+    s_->tensors.reset();
+    s_->layers.reset();
+    s_->root.reset();
+    s_->file->close();
+    s_->file.reset();
+    fs::replace_file(s_->tmp, s_->path);
+    s_->closed = true;
+}
+
+void write_model(const std::string& path, const PackedModel& m) {
+    ModelWriter w(path, m);
+    for (const auto& l : m.layers) w.add_layer(l);
+    for (const auto& t : m.tensors) w.add_tensor(t);
+    for (const auto& q : m.act_quantizers) w.add_act_quantizer(q);
+    if (m.ptq.present) w.set_ptq(m.ptq);
+    w.close();
 }
 
 PackedModel read_model(const std::string& path) {
@@ -278,6 +416,27 @@ PackedModel read_model(const std::string& path) {
                ":/@format_version: this trit reads versions ", kModelFileVersionMin, " to ",
                kModelFileVersion, ", the file is version ", version);
     m.producer = root.attr_string("producer");
+    m.ptq = read_ptq(root);
+    const std::string architecture = root.has_attr("architecture") ? root.attr_string("architecture") : "recipe";
+    if (architecture == "linears") {
+        TRIT_CHECK(version >= 3, path, ":/@architecture: 'linears' needs format_version 3, the file is version ",
+                   version);
+        m.architecture = ModelArchitecture::kLinears;
+        TRIT_CHECK(root.has_group("layers"), path, ":/layers: missing");
+        h5::Group layers = root.open_group("layers");
+        for (const auto& name : layers.children())
+            m.layers.push_back(read_layer(layers, name, -1, -1, std::nullopt, version));
+        if (root.has_group("tensors")) {
+            h5::Group tensors = root.open_group("tensors");
+            for (const auto& name : tensors.children())
+                m.tensors.push_back(read_tensor(tensors, name, tensors.info(name).shape));
+        }
+        TRIT_CHECK(!root.has("act_quantizers"), path,
+                   ":/act_quantizers: not expected in a foreign model's file (architecture 'linears')");
+        return m;
+    }
+    TRIT_CHECK(architecture == "recipe", path, ":/@architecture: '", architecture,
+               "'; expected linears (or no attribute: the recipe's model)");
     m.recipe_yaml = root.attr_string("recipe");
     try {
         m.recipe = parse_recipe(m.recipe_yaml, path + ":/@recipe");

@@ -49,6 +49,19 @@ bool PackedModel::has_level_activations() const {
     return false;
 }
 
+int64_t PackedModel::file_version() const {
+    if (architecture == ModelArchitecture::kLinears) return 3;
+    return has_level_activations() ? 2 : 1;
+}
+
+void require_runnable(const PackedModel& model, const std::string& what, const std::string& source) {
+    TRIT_CHECK(model.architecture == ModelArchitecture::kRecipe, what, ": ", source,
+               " holds the linear layers of a foreign model (quantized by trit ptq from ",
+               model.ptq.source.empty() ? std::string("a safetensors file") : model.ptq.source,
+               ") without an architecture to run; check its layers with trit validate ", source,
+               " --against <the safetensors file>, see them with trit inspect");
+}
+
 int64_t PackedLayer::weight_bytes() const {
     if (!format.packed()) return out * in * (weight_dtype == FloatDType::kF32 ? 4 : 2);
     int64_t bytes = scale_bytes();

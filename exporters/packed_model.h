@@ -22,8 +22,9 @@ namespace trit::exporters {
 
 inline constexpr const char* kModelFileFormat = "trit-model";
 // The newest format_version this trit reads and writes. Version 2 adds ternary (BWTA) activation
-// quantizers; a file without them is written as version 1, readable by older trits.
-inline constexpr int64_t kModelFileVersion = 2;
+// quantizers, version 3 the linear layers of a foreign model (ModelArchitecture::kLinears); a file
+// is written with the lowest version that holds it, readable by older trits where possible.
+inline constexpr int64_t kModelFileVersion = 3;
 inline constexpr int64_t kModelFileVersionMin = 1;
 
 enum class FloatDType { kF32, kF16, kBF16 };
@@ -79,20 +80,56 @@ struct PackedTensor {
     int64_t bytes() const { return numel() * (dtype == FloatDType::kF32 ? 4 : 2); }
 };
 
+// What a file's layers and tensors belong to.
+enum class ModelArchitecture {
+    kRecipe,   // the model of a trit recipe (`recipe`): runnable, every layer and tensor checked
+    kLinears,  // a foreign model (a safetensors file) quantized by `trit ptq`: its linear layers
+               // and other tensors by their own names, no forward (format_version 3)
+};
+
+// `trit ptq`'s account of one layer (the per-layer report).
+struct PtqLayerReport {
+    std::string name;
+    std::string method;          // "bt2+search+fp16, gptq (damp 0.01), 2:4 saliency", "float", ...
+    std::string format;          // format name: bt2, tern24, ..., float
+    double bits_per_weight = 0;  // stored bits (codes + scales, or the float weights) / weights
+    std::string error_basis;     // "output": on calibration inputs, "weight": without them
+    double mse = 0;              // output: ||X W^T - X Q^T||^2 / (rows out); weight: mean (W - Q)^2
+    double relative_error = 0;   // mse over the float output's (weight's) mean square
+    double seconds = 0;          // time spent quantizing the layer
+};
+
+// Present in files `trit ptq` wrote.
+struct PtqInfo {
+    bool present = false;
+    std::string recipe_yaml;  // the resolved ptq recipe
+    std::string source;       // the model it quantized (run directory, checkpoint, safetensors)
+    std::string calibration;  // what the calibration inputs were ("none" without)
+    std::vector<PtqLayerReport> layers;  // in the order they were quantized
+};
+
 struct PackedModel {
-    std::string recipe_yaml;  // the resolved recipe of the run the weights came from
-    Recipe recipe;
+    ModelArchitecture architecture = ModelArchitecture::kRecipe;
+    std::string recipe_yaml;  // kRecipe: the resolved recipe of the run the weights came from
+    Recipe recipe;            // kRecipe only
     std::string producer;     // "trit <version>"
     std::vector<PackedLayer> layers;    // registration order (the mlp's forward order)
     std::vector<PackedTensor> tensors;  // registration order; none for the mlp
     // The attention's activation quantizers (quantization.attention: ternary), one per ActPoint of
     // the model in act_points order; empty otherwise.
     std::vector<PackedActQuantizer> act_quantizers;
+    PtqInfo ptq;
     const PackedLayer& layer(const std::string& name) const;
     const PackedTensor& tensor(const std::string& name) const;
     // Whether any layer or attention point quantizes to ternary / bool levels (format_version 2).
     bool has_level_activations() const;
+    // The format_version the file needs: 3 for kLinears, 2 with level activations, else 1.
+    int64_t file_version() const;
 };
+
+// Throws a trit::Error for a kLinears model: "<what>: <source> holds the linear layers of a foreign
+// model (safetensors) without an architecture to run; ...". For commands that run a whole model.
+void require_runnable(const PackedModel& model, const std::string& what, const std::string& source);
 
 // Scale granularity as (rows, cols) of the scale matrix for an (out, in) weight.
 std::pair<int64_t, int64_t> scale_shape(const WeightQuantSpec& spec, int64_t out, int64_t in);

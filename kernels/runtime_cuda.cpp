@@ -64,7 +64,8 @@ torch::Tensor upload_floats(const std::vector<float>& v, std::vector<int64_t> sh
 
 CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : device_(torch::kCUDA, 0) {
     const ModelConfig& c = model.recipe.model;
-    TRIT_CHECK(c.type == "mlp" || c.type == "vit" || c.type == "gpt", "CudaModel: model type '",
+    linears_ = model.architecture == exporters::ModelArchitecture::kLinears;
+    TRIT_CHECK(linears_ || c.type == "mlp" || c.type == "vit" || c.type == "gpt", "CudaModel: model type '",
                c.type, "' is not supported; known: mlp, vit, gpt");
     TRIT_CHECK(torch::cuda::is_available(), "CudaModel: no CUDA device is available to LibTorch");
     const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
@@ -124,7 +125,15 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
         }
         layers_.push_back(std::move(l));
     }
-    if (c.type != "mlp") build_module(model);
+    if (!linears_ && c.type != "mlp") build_module(model);
+}
+
+torch::Tensor CudaModel::forward_layer(const std::string& name, const torch::Tensor& x) const {
+    const auto it = std::find_if(layers_.begin(), layers_.end(), [&](const auto& l) { return l->name == name; });
+    TRIT_CHECK(it != layers_.end(), "CudaModel: the packed model has no layer '", name, "'");
+    const c10::DeviceGuard guard(device_);
+    torch::NoGradGuard no_grad;
+    return layer_forward(**it, x.to(device_, torch::kFloat32).contiguous());
 }
 
 CudaModel::~CudaModel() = default;
@@ -230,6 +239,8 @@ torch::Tensor CudaModel::level_layer_forward(const Layer& l, const torch::Tensor
 }
 
 torch::Tensor CudaModel::forward(const torch::Tensor& input) const {
+    TRIT_CHECK(!linears_, "CudaModel::forward: the model holds a foreign model's layers without an architecture; "
+               "run them one by one with forward_layer");
     const c10::DeviceGuard guard(device_);
     torch::NoGradGuard no_grad;
     if (module_) {

@@ -46,7 +46,12 @@ class CudaModel {
 
     // The model's input on any device -> its logits, float32 on the GPU: mlp and vit (batch,
     // in_features) float -> (batch, classes); gpt (batch, tokens) int64 -> (batch, tokens, 256).
+    // Not for a kLinears model (an error).
     torch::Tensor forward(const torch::Tensor& x) const;
+
+    // One layer alone (any model, and the only way to run a kLinears model's layers): x (m, in) on
+    // any device -> (m, out) float32 on the GPU.
+    torch::Tensor forward_layer(const std::string& name, const torch::Tensor& x) const;
 
     // vit and gpt: the module forward() runs (eval mode, on device()), e.g. to decode with a KV
     // cache through dynamic_cast<Gpt*>(...)->forward_cached under torch::NoGradGuard. It refers to
@@ -68,6 +73,7 @@ class CudaModel {
     void build_module(const exporters::PackedModel& model);
 
     c10::Device device_;
+    bool linears_ = false;    // a foreign model's layers (ModelArchitecture::kLinears)
     std::string activation_;  // between layers: relu | gelu
     std::vector<std::unique_ptr<Layer>> layers_;
     std::shared_ptr<Model> module_;  // vit, gpt

@@ -1,6 +1,10 @@
 // Quantization grids, scale selection and round-to-nearest: see grid.h.
 #include "quantizers/grid.h"
 
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -10,9 +14,94 @@
 namespace trit::quantizers {
 namespace {
 
-// The float32 number nearest to each value, kept in the tensor's dtype.
-torch::Tensor to_float32_values(const torch::Tensor& x) {
-    return x.to(torch::kFloat32).to(x.scalar_type());
+// The float32 (fp16: the fp16, through float32) number nearest to each value, kept in the tensor's
+// dtype: what a scale can be.
+torch::Tensor to_scale_values(const Grid& grid, const torch::Tensor& x) {
+    torch::Tensor f = x.to(torch::kFloat32);
+    if (grid.fp16_scales) f = f.to(torch::kHalf).to(torch::kFloat32);
+    return f.to(x.scalar_type());
+}
+
+// The same for one value.
+double scale_value(const Grid& grid, double x) {
+    const float f = static_cast<float>(x);
+    return grid.fp16_scales ? static_cast<float>(c10::Half(f)) : f;
+}
+
+// round-half-even(x) for |x| <= 2^51 in the default rounding mode, as nearbyint but inlined (the
+// search's inner loop; without SSE4.1 nearbyint is a libm call).
+inline double round_even(double x) {
+    constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+    return (x + kMagic) - kMagic;
+}
+
+// The search of search_scale for one group of n float64 weights, in one pass per candidate: the
+// codes of a balanced grid (levels L) are clamp(round(w / s), -L, L), 0 where s = 0.
+double search_group(const Grid& grid, const double* w, int64_t n, double levels) {
+    double amax = 0;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(w[i]));
+    const double base = amax / levels;
+    // Clamping w / s to [-(L + 1), L + 1] before rounding gives the same codes (round is monotone)
+    // and keeps round_even in range.
+    const double lim = levels + 1;
+    auto code = [&](double wi, double s) {
+        return std::clamp(round_even(std::clamp(wi / s, -lim, lim)), -levels, levels);
+    };
+    auto error = [&](double s) {
+        if (!(s > 0)) {
+            double e = 0;
+            for (int64_t i = 0; i < n; ++i) e += w[i] * w[i];
+            return e;
+        }
+        double e = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double d = w[i] - s * code(w[i], s);
+            e += d * d;
+        }
+        return e;
+    };
+    auto refit = [&](double s) {
+        if (!(s > 0)) return s;
+        double qq = 0, wq = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double q = code(w[i], s);
+            qq += q * q;
+            wq += w[i] * q;
+        }
+        return qq > 0 ? scale_value(grid, wq / qq) : s;
+    };
+    double best = scale_value(grid, base), best_err = error(best);
+    auto consider = [&](double s) {
+        const double e = error(s);
+        if (e < best_err) {  // strict: earlier candidates win ties
+            best = s;
+            best_err = e;
+        }
+    };
+    consider(refit(best));
+    const int64_t points = grid.search_points;
+    for (int64_t k = points - 2; k >= 0; --k) {  // f = 1 (k = points - 1) is `best` already
+        const double f = grid.search_min + (1.0 - grid.search_min) * static_cast<double>(k) /
+                                               static_cast<double>(points - 1);
+        const double s = scale_value(grid, base * f);
+        consider(s);
+        consider(refit(s));
+    }
+    return best;
+}
+
+// search_scale on the CPU: (G, n) float64 contiguous, groups split across threads.
+torch::Tensor search_scale_cpu(const Grid& grid, const torch::Tensor& w) {
+    torch::Tensor wd = w.to(torch::kFloat64).contiguous();
+    const int64_t groups = wd.size(0), n = wd.size(1);
+    torch::Tensor out = torch::empty({groups}, wd.options());
+    const double* src = wd.data_ptr<double>();
+    double* dst = out.data_ptr<double>();
+    const double levels = static_cast<double>(grid_levels(grid));
+    at::parallel_for(0, groups, std::max<int64_t>(1, 4096 / n), [&](int64_t begin, int64_t end) {
+        for (int64_t g = begin; g < end; ++g) dst[g] = search_group(grid, src + g * n, n, levels);
+    });
+    return out.to(w.scalar_type());
 }
 
 // Squared error of each row (G, n) for scales s (G, 1).
@@ -20,10 +109,16 @@ torch::Tensor row_error(const Grid& grid, const torch::Tensor& w, const torch::T
     return (w - s * grid_codes(grid, w, s)).square_().sum(1);
 }
 
-torch::Tensor search_scale(const Grid& grid, const torch::Tensor& w) {
+}  // namespace
+
+torch::Tensor grid_search_scale_reference(const Grid& grid, const torch::Tensor& w) {
+    grid_check(grid);
+    TRIT_CHECK(grid.scale_rule == ScaleRule::kSearch && w.dim() == 2 && w.size(1) >= 1,
+               "grid_search_scale_reference: expected a search grid and (groups, n >= 1) weights");
+    torch::NoGradGuard no_grad;
     const double levels = static_cast<double>(grid_levels(grid));
     torch::Tensor base = std::get<0>(w.abs().max(/*dim=*/1, /*keepdim=*/true)) / levels;  // (G, 1)
-    torch::Tensor best = to_float32_values(base);
+    torch::Tensor best = to_scale_values(grid, base);
     torch::Tensor best_err = row_error(grid, w, best);
     auto consider = [&](const torch::Tensor& s) {
         torch::Tensor err = row_error(grid, w, s);
@@ -34,21 +129,19 @@ torch::Tensor search_scale(const Grid& grid, const torch::Tensor& w) {
     auto refit = [&](const torch::Tensor& s) {
         torch::Tensor q = grid_codes(grid, w, s);
         torch::Tensor qq = q.square().sum(1, true), wq = (w * q).sum(1, true);
-        return to_float32_values(torch::where(qq > 0, wq / qq.clamp_min(1.0), s));
+        return to_scale_values(grid, torch::where(qq > 0, wq / qq.clamp_min(1.0), s));
     };
     consider(refit(best));
     const int64_t n = grid.search_points;
     for (int64_t k = n - 2; k >= 0; --k) {  // f = 1 (k = n - 1) is `best` already
         const double f = grid.search_min + (1.0 - grid.search_min) * static_cast<double>(k) /
                                                static_cast<double>(n - 1);
-        torch::Tensor s = to_float32_values(base * f);
+        torch::Tensor s = to_scale_values(grid, base * f);
         consider(s);
         consider(refit(s));
     }
     return best.squeeze(1);
 }
-
-}  // namespace
 
 Grid grid_absmean() {
     Grid g;
@@ -94,6 +187,7 @@ std::string grid_name(const Grid& grid) {
             break;
     }
     if (grid.scale_rule == ScaleRule::kSearch) os << "+search";
+    if (grid.fp16_scales) os << "+fp16";
     return os.str();
 }
 
@@ -150,13 +244,14 @@ torch::Tensor grid_select_scale(const Grid& grid, const torch::Tensor& w) {
     switch (grid.kind) {
         case GridKind::kAbsmean:
         case GridKind::kBinary:
-            return to_float32_values(w.abs().mean(1));
+            return to_scale_values(grid, w.abs().mean(1));
         case GridKind::kAbsmaxThreshold:
-            return to_float32_values(std::get<0>(w.abs().max(1)));
+            return to_scale_values(grid, std::get<0>(w.abs().max(1)));
         case GridKind::kBalanced:
-            if (grid.scale_rule == ScaleRule::kSearch) return search_scale(grid, w);
-            return to_float32_values(std::get<0>(w.abs().max(1)) /
-                                     static_cast<double>(grid_levels(grid)));
+            if (grid.scale_rule == ScaleRule::kSearch)
+                return w.device().is_cpu() ? search_scale_cpu(grid, w) : grid_search_scale_reference(grid, w);
+            return to_scale_values(grid, std::get<0>(w.abs().max(1)) /
+                                             static_cast<double>(grid_levels(grid)));
     }
     TRIT_FAIL("grid_select_scale: unknown grid kind");
 }

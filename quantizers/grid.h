@@ -44,6 +44,10 @@ struct Grid {
     ScaleRule scale_rule = ScaleRule::kStatistic;  // kSearch: kBalanced only
     int64_t search_points = 100;                   // kSearch: candidates f_k, >= 2
     double search_min = 0.2;                       // kSearch: smallest f, in (0, 1)
+    // Scales are fp16 numbers (what a file with fp16 scales stores): every statistic and every
+    // search candidate is rounded to fp16 (through float32) before its codes are computed, so the
+    // stored scale reproduces the codes exactly. A scale below fp16's range rounds to 0 (codes 0).
+    bool fp16_scales = false;
 };
 
 // Convenience constructors.
@@ -52,7 +56,7 @@ Grid grid_absmax_threshold(double threshold = 0.05);
 Grid grid_balanced(int64_t depth, ScaleRule rule = ScaleRule::kSearch);
 Grid grid_binary();
 
-// "absmean", "absmax_threshold(0.05)", "bt2+search", "binary".
+// "absmean", "absmax_threshold(0.05)", "bt2+search", "binary"; "+fp16" with fp16 scales.
 std::string grid_name(const Grid& grid);
 // Largest code magnitude L: 1 for the ternary and binary grids, (3^d - 1) / 2 for kBalanced.
 int64_t grid_levels(const Grid& grid);
@@ -61,8 +65,13 @@ int64_t grid_levels(const Grid& grid);
 void grid_check(const Grid& grid);
 
 // The scale of each row of `w` (G, n): every row is one group of n weights (n >= 1; a partial
-// group is just a narrower call). Returns (G) in w's dtype, each value a float32 number.
+// group is just a narrower call). Returns (G) in w's dtype, each value a float32 (or, with
+// fp16_scales, an fp16) number. The search runs as one fused loop per group on the CPU (all cores,
+// float64), as tensor operations elsewhere; both follow the rule above.
 torch::Tensor grid_select_scale(const Grid& grid, const torch::Tensor& w);
+// The search as tensor operations (any device; grid_select_scale uses it off the CPU): the
+// reference the fused CPU loop is tested against.
+torch::Tensor grid_search_scale_reference(const Grid& grid, const torch::Tensor& w);
 // The codes of `w` for scales `scale` broadcast against it (element-wise; w's dtype).
 torch::Tensor grid_codes(const Grid& grid, const torch::Tensor& w, const torch::Tensor& scale);
 

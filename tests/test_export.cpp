@@ -222,10 +222,10 @@ TEST_F(ExportTest, DamagedFilesAreRejectedWithThePath) {
         auto f = h5::File::create(*dir_ + "/version.h5");
         auto root = f.root();
         root.set_attr("format", exporters::kModelFileFormat);
-        root.set_attr("format_version", int64_t{3});
+        root.set_attr("format_version", int64_t{4});
         f.close();
     }
-    EXPECT_THAT(load_error(*dir_ + "/version.h5"), HasSubstr("@format_version: this trit reads versions 1 to 2"));
+    EXPECT_THAT(load_error(*dir_ + "/version.h5"), HasSubstr("@format_version: this trit reads versions 1 to 3"));
     {
         auto f = h5::File::create(*dir_ + "/foreign.h5");
         f.root().set_attr("format", "something-else");

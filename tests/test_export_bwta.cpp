@@ -569,10 +569,10 @@ TEST_F(ExportBwtaTest, VersionsOldFilesStillRead) {
     // x = 0.6 everywhere: codes +1 (0.6 / 0.5 = 1.2), acc = 784; y = (784 * 0.25) * 0.5 + 0.125.
     const torch::Tensor y = exporters::forward_cpu(v2, torch::full({1, 784}, 0.6f));
     EXPECT_TRUE(torch::equal(y, torch::full({1, 10}, 98.125f)));
-    write_head_only(*dir_ + "/v3.h5", 3, true);
+    write_head_only(*dir_ + "/v4.h5", 4, true);
     EXPECT_THAT(
-        load_error(*dir_ + "/v3.h5"),
-        HasSubstr("@format_version: this trit reads versions 1 to 2, the file is version 3"));
+        load_error(*dir_ + "/v4.h5"),
+        HasSubstr("@format_version: this trit reads versions 1 to 3, the file is version 4"));
 }
 
 // ---- the CLI --------------------------------------------------------------------------------

@@ -96,6 +96,47 @@ TEST(PtqGrid, BtSearchNeverWorseThanMaxOverL) {
     }
 }
 
+TEST(PtqGrid, FusedCpuSearchMatchesTensorOps) {
+    // The CPU search is a fused loop; the tensor-op search (used off the CPU) is its reference.
+    // Summation order differs (sequential vs LibTorch's), so two candidates within an ulp of each
+    // other may swap: the achieved errors must agree to 1e-12 and nearly all scales be identical.
+    torch::Tensor u = torch::rand({500, 64}, at::detail::createCPUGenerator(41)) * 0.999 + 0.0005;
+    torch::Tensor w = torch::cat({randn({500, 64}, 40), -torch::log(u) * randn({500, 64}, 42).sign()});
+    for (int64_t d = 1; d <= 4; ++d) {
+        for (bool fp16 : {false, true}) {
+            Grid grid = grid_balanced(d, ScaleRule::kSearch);
+            grid.fp16_scales = fp16;
+            for (int64_t width : {64, 7}) {
+                torch::Tensor v = w.narrow(1, 0, width).to(torch::kFloat64);  // as rtn and gptq call it
+                torch::Tensor fused = grid_select_scale(grid, v);
+                torch::Tensor ref = grid_search_scale_reference(grid, v);
+                torch::Tensor e_fused = group_error(grid, v, fused), e_ref = group_error(grid, v, ref);
+                EXPECT_TRUE(torch::allclose(e_fused, e_ref, 1e-12, 0)) << grid_name(grid) << " width=" << width;
+                EXPECT_GE(torch::eq(fused, ref).to(torch::kFloat64).mean().item<double>(), 0.99)
+                    << grid_name(grid) << " width=" << width;
+            }
+        }
+    }
+}
+
+TEST(PtqGrid, Fp16ScalesAreFp16NumbersThatReproduceTheCodes) {
+    torch::Tensor w = randn({64, 200}, 43) * 0.02;
+    for (Grid grid : all_grids()) {
+        grid.fp16_scales = true;
+        const QuantizedLayer q = rtn_quantize(w, grid, 64);
+        EXPECT_TRUE(torch::equal(q.scales, q.scales.to(torch::kHalf).to(torch::kFloat32))) << grid_name(grid);
+        // Re-deriving the codes from the stored (fp16) scales gives the same codes.
+        torch::Tensor s = q.scales.repeat_interleave(64, 1).narrow(1, 0, 200);
+        EXPECT_TRUE(torch::equal(grid_codes(grid, w, s).add(0.0), q.codes)) << grid_name(grid);
+    }
+    EXPECT_EQ(grid_name([] {
+                  Grid g = grid_balanced(2);
+                  g.fp16_scales = true;
+                  return g;
+              }()),
+              "bt2+search+fp16");
+}
+
 TEST(PtqGrid, BtSearchExactOnRepresentableWeights) {
     for (int64_t d = 1; d <= 4; ++d) {
         const int64_t levels = grid_levels(grid_balanced(d));

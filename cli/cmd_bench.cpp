@@ -3,7 +3,11 @@
 #include <fstream>
 #include <iostream>
 
+#include <iomanip>
+#include <unistd.h>
+
 #include "bench/kernels.h"
+#include "bench/ptq_memory.h"
 #include "bench/train_throughput.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -66,6 +70,41 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
     };
 }
 
+// `bench ptq`: a synthetic safetensors decoder through `trit ptq` (this executable) in a child.
+std::function<int()> add_bench_ptq(CLI::App* sub) {
+    auto o = std::make_shared<bench::PtqBenchOptions>();
+    CLI::App* p = sub->add_subcommand(
+        "ptq", "Post-training quantization of a synthetic ~1-billion-parameter BF16 safetensors decoder: "
+               "time and peak memory of trit ptq");
+    p->add_option("--layers", o->layers, "Decoder blocks")->capture_default_str();
+    p->add_option("--hidden", o->hidden, "Model width")->capture_default_str();
+    p->add_option("--kv-dim", o->kv_dim, "k and v projection outputs")->capture_default_str();
+    p->add_option("--intermediate", o->intermediate, "MLP width")->capture_default_str();
+    p->add_option("--vocab", o->vocab, "Embedding rows")->capture_default_str();
+    p->add_option("--seed", o->seed, "Weights' seed")->capture_default_str();
+    p->add_option("--dir", o->dir, "Directory for the model and the output (default: a temporary one)");
+    p->add_flag("--keep", o->keep, "Keep the model and the output");
+    p->add_option("--ptq-args", o->ptq_args, "Arguments for trit ptq (default: --method bt --depth 2)")
+        ->allow_extra_args()
+        ->expected(1, 64);
+    p->footer("Method: docs/BENCHMARKS.md. Examples:\n  trit bench ptq\n  trit bench ptq --layers 2 --keep --dir /tmp/p\n"
+              "  trit bench ptq --ptq-args --method rtn");
+    return [o]() {
+        char exe[4096];
+        const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+        TRIT_CHECK(n > 0, "bench ptq: cannot find this executable (/proc/self/exe)");
+        const bench::PtqBenchResult r = bench::run_ptq_bench(*o, std::string(exe, static_cast<size_t>(n)), std::cout);
+        const double gb = 1e9;
+        std::cout << std::fixed << std::setprecision(2) << "result: " << static_cast<double>(r.params) / gb
+                  << " B parameters, model " << static_cast<double>(r.model_bytes) / gb << " GB (BF16), written in "
+                  << std::setprecision(1) << r.write_seconds << " s; trit ptq " << r.ptq_seconds << " s, peak memory "
+                  << std::setprecision(2) << static_cast<double>(r.peak_rss_bytes) / gb << " GB = "
+                  << static_cast<double>(r.peak_rss_bytes) / static_cast<double>(r.model_bytes)
+                  << "x the model file; output " << static_cast<double>(r.output_bytes) / gb << " GB" << std::endl;
+        return 0;
+    };
+}
+
 }  // namespace
 
 Command add_bench(CLI::App& app) {
@@ -89,7 +128,10 @@ Command add_bench(CLI::App& app) {
     train->footer("Examples:\n  trit bench train --steps 300 --repeats 5 --csv bench-train.csv\n"
                   "  trit bench train --recipes recipes/gpt_fp32.yaml recipes/gpt_ternary.yaml --device cuda");
     std::function<int()> run_kernels = add_bench_kernels(sub);
-    return {sub, [o, csv, precision, train, run_kernels]() {
+    std::function<int()> run_ptq = add_bench_ptq(sub);
+    CLI::App* ptq = sub->get_subcommand("ptq");
+    return {sub, [o, csv, precision, train, run_kernels, run_ptq, ptq]() {
+        if (ptq->parsed()) return run_ptq();
         if (!train->parsed()) return run_kernels();
         o->precision = trainers::parse_precision(*precision);
         auto results = bench::bench_train_throughput(*o);

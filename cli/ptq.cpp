@@ -42,8 +42,10 @@ double seconds_since(Clock::time_point t) {
 }
 
 // Weights per quantization call: a layer is quantized in blocks of whole rows (every method treats
-// rows independently), so the workspace stays a few times this many float64 values.
-constexpr int64_t kRowBlockWeights = int64_t{1} << 23;
+// rows independently), so the workspace stays a few times this many float64 values. GPTQ takes
+// larger blocks: each call factors the (in, in) inverse Hessian again.
+constexpr int64_t kRowBlockWeights = int64_t{1} << 21;
+constexpr int64_t kGptqRowBlockWeights = int64_t{1} << 25;
 
 // ---------------------------------------------------------------------------------------------
 // Methods
@@ -223,7 +225,7 @@ Quantized quantize_layer(const std::function<torch::Tensor(int64_t, int64_t)>& r
     q.groups = (in + c.group_size - 1) / c.group_size;
     q.codes.resize(static_cast<size_t>(out * in));
     q.scales.resize(static_cast<size_t>(out * q.groups));
-    const int64_t block = std::max<int64_t>(1, kRowBlockWeights / in);
+    const int64_t block = std::max<int64_t>(1, (m.gptq ? kGptqRowBlockWeights : kRowBlockWeights) / in);
     for (int64_t r0 = 0; r0 < out; r0 += block) {
         const int64_t r1 = std::min(out, r0 + block);
         torch::Tensor w = read_rows(r0, r1).to(torch::kFloat32).contiguous();

@@ -333,3 +333,21 @@ TEST_F(PtqTritTest, TritModelErrors) {
 
 }  // namespace
 }  // namespace trit
+
+namespace trit {
+namespace {
+
+TEST(PtqBench, SmallSyntheticDecoder) {
+    auto r = run_trit("bench ptq --layers 2 --hidden 64 --kv-dim 32 --intermediate 160 --vocab 50");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // 50x64 + 2 x (64 + 64x64 + 2 x 32x64 + 64x64 + 64 + 2 x 160x64 + 64x160) + 64 parameters.
+    EXPECT_THAT(r.output, HasSubstr("a synthetic BF16 decoder of 89536 parameters"));
+    EXPECT_THAT(r.output, HasSubstr("[14/14] model.layers.1.mlp.down_proj (64x160): bt2+search+fp16 g64 -> bt2"));
+    EXPECT_THAT(r.output, HasSubstr("x the model file"));
+    auto bad = run_trit("bench ptq --layers 0");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_THAT(bad.output, HasSubstr("--layers"));
+}
+
+}  // namespace
+}  // namespace trit

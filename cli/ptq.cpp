@@ -272,6 +272,17 @@ void fill_errors(PtqLayerReport& r, const Quantized& q, int64_t out, int64_t in,
     r.relative_error = q.ref > 0 ? q.err / q.ref : (q.err > 0 ? INFINITY : 0.0);
 }
 
+// The report of a layer that selection left float (error 0).
+PtqLayerReport float_report(const std::string& name, FloatDType dtype, bool calibrated) {
+    PtqLayerReport r;
+    r.name = name;
+    r.method = "float";
+    r.format = "float";
+    r.bits_per_weight = 8.0 * static_cast<double>(float_bytes(dtype));
+    r.error_basis = calibrated ? "output" : "weight";
+    return r;
+}
+
 PackedLayer packed_layer(const std::string& name, int64_t out, int64_t in, const LayerMethod& m, const Quantized& q,
                          ActQuantMethod activation) {
     PackedLayer p;
@@ -588,14 +599,8 @@ PtqResult run_trit(const PtqConfig& c, std::ostream& log) {
             p.bias = bias;
             writer.add_layer(p);
             if (it != plan.end()) {  // selection kept it float: it is in the report
-                PtqLayerReport r;
-                r.name = name;
-                r.method = "float";
-                r.format = "float";
-                r.bits_per_weight = 8.0 * static_cast<double>(float_bytes(float_dtype));
-                r.error_basis = calibrated ? "output" : "weight";
-                info.layers.push_back(r);
-                log_layer(log, done++, names.size(), name, out, in, r);
+                info.layers.push_back(float_report(name, float_dtype, calibrated));
+                log_layer(log, done++, names.size(), name, out, in, info.layers.back());
             }
             continue;
         }
@@ -788,14 +793,8 @@ PtqResult run_safetensors(const PtqConfig& c, std::ostream& log) {
             f.release(n);
             if (is_layer) {  // selection kept it float
                 const std::string name = n.substr(0, n.size() - kWeightSuffix.size());
-                PtqLayerReport r;
-                r.name = name;
-                r.method = "float";
-                r.format = "float";
-                r.bits_per_weight = 8.0 * static_cast<double>(float_bytes(dst));
-                r.error_basis = calibrated ? "output" : "weight";
-                info.layers.push_back(r);
-                log_layer(log, done++, names.size(), name, shapes[name].first, shapes[name].second, r);
+                info.layers.push_back(float_report(name, dst, calibrated));
+                log_layer(log, done++, names.size(), name, shapes[name].first, shapes[name].second, info.layers.back());
             }
             continue;
         }

@@ -30,6 +30,13 @@ void QuantLinearImpl::reset() {
         bias = register_parameter("bias", {}, /*requires_grad=*/false);
     }
     reset_parameters();
+    // A clone (Cloneable::clone resets a copy, then copies the buffers by name) needs the
+    // same buffers: a 2:4 layer's copy registers its own mask24.
+    if (mask24.defined()) {
+        mask24 = register_buffer(
+            "mask24", torch::ones({options.out_features(), options.in_features()}, torch::kBool));
+        attach_mask();
+    }
 }
 
 void QuantLinearImpl::reset_parameters() {
@@ -52,6 +59,41 @@ void QuantLinearImpl::set_quant(const LinearQuantSpec& spec) {
                   "be switched to another activation method");
     }
     spec_ = spec;
+    attach_mask();
+}
+
+void QuantLinearImpl::attach_mask() {
+    const WeightQuantMethod m = spec_.weight.method;
+    const bool ternary =
+        m == WeightQuantMethod::kAbsmean || m == WeightQuantMethod::kAbsmaxThreshold;
+    spec_.weight.mask = mask24.defined() && ternary ? mask24 : torch::Tensor();
+}
+
+void QuantLinearImpl::enable_mask24() {
+    const WeightQuantMethod m = spec_.weight.method;
+    TRIT_CHECK(m == WeightQuantMethod::kAbsmean || m == WeightQuantMethod::kAbsmaxThreshold,
+               "QuantLinear::enable_mask24: a 2:4 mask needs a ternary weight quantizer (absmean, "
+               "absmax_threshold), the layer has ",
+               weight_quant_method_name(m));
+    torch::Tensor m24 = sparse24_mask(weight, spec_.weight);
+    if (mask24.defined()) {
+        torch::NoGradGuard no_grad;
+        mask24.copy_(m24);
+    } else {
+        mask24 = register_buffer("mask24", m24);
+    }
+    spec_.weight.sparse24 = true;
+    attach_mask();
+}
+
+torch::Tensor QuantLinearImpl::recompute_mask24() {
+    TRIT_CHECK(mask24.defined(),
+               "QuantLinear::recompute_mask24: the layer has no 2:4 mask (enable_mask24 first)");
+    torch::NoGradGuard no_grad;
+    torch::Tensor m24 = sparse24_mask(weight, spec_.weight);
+    torch::Tensor changed = m24.ne(mask24).sum();
+    mask24.copy_(m24);
+    return changed;
 }
 
 void QuantLinearImpl::freeze_weights(const QuantizedWeights& w) {

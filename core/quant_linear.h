@@ -50,7 +50,8 @@ public:
     // The weight the forward multiplies by: scale * W_q when quantized, else the latent weight.
     torch::Tensor effective_weight();
 
-    // Sets the spec; with ternary activations registers (or replaces) the child `act`.
+    // Sets the spec; with ternary activations registers (or replaces) the child `act`. The
+    // spec's weight mask is the layer's own: mask24 for a ternary method, else none.
     void set_quant(const LinearQuantSpec& spec);
     const LinearQuantSpec& quant() const { return spec_; }
 
@@ -61,6 +62,18 @@ public:
     // at a rounding tie. Needs a quantized spec; an undefined q clears it. Not saved.
     void freeze_weights(const QuantizedWeights& w);
     bool weights_frozen() const { return frozen_.q.defined(); }
+
+    // 2:4 sparsity (core/sparsity.h): registers the buffer `mask24`, (out, in) bool, set to
+    // sparse24_mask of the current latent weight, and marks the spec sparse24. From then on every
+    // ternary weight spec the layer has (set_quant's too) carries mask24 as its mask, so the
+    // forward keeps exactly the codes it marks: the mask changes only when recompute_mask24 or a
+    // checkpoint load writes it, and it is saved with the module. A layer never enabled has no
+    // such buffer (older checkpoints load). Needs a ternary weight quantizer (set_quant first).
+    void enable_mask24();
+    bool has_mask24() const { return mask24.defined(); }
+    // Recomputes mask24 from the current latent weight in place (on its device); returns the
+    // number of entries that changed, a 0-dim int64 tensor on that device (no synchronisation).
+    torch::Tensor recompute_mask24();
 
     // When set, forward() checks the input's last dimension and returns fn(x), ignoring the
     // weight, bias and quantization spec; an empty function restores the normal forward. Used by
@@ -73,11 +86,13 @@ public:
     torch::Tensor weight;            // (out, in) latent float weight
     torch::Tensor bias;              // (out) or undefined
     ActLevelQuantizer act{nullptr};  // ternary activations only
+    torch::Tensor mask24;            // (out, in) bool 2:4 keep mask (enable_mask24), or undefined
 
 private:
     LinearQuantSpec spec_;
     ForwardOverride override_;
     QuantizedWeights frozen_;
+    void attach_mask();  // spec_.weight.mask from mask24 (see set_quant)
 };
 TORCH_MODULE(QuantLinear);
 

@@ -150,6 +150,24 @@ void read_quantization(yaml::Object o, QuantizationConfig& q) {
     o.finish();
 }
 
+void read_sparsity(yaml::Object o, SparsityConfig& c) {
+    o.read_choice("pattern", c.pattern, {"none", "2:4"});
+    o.read_choice("mask", c.mask, {"dynamic", "frozen"});
+    o.read("freeze_after", c.freeze_after, 0, kMaxI);
+    o.read("recompute_every", c.recompute_every, 1, kMaxI);
+    if (c.mask == "frozen" && c.freeze_after > 0)
+        o.fail("freeze_after",
+               "applies to mask: dynamic (a frozen mask never changes); expected 0 or "
+               "mask: dynamic, got " +
+                   std::to_string(c.freeze_after));
+    if (c.mask == "frozen" && c.recompute_every != 1)
+        o.fail("recompute_every",
+               "applies to mask: dynamic (a frozen mask is computed once); expected 1 "
+               "or mask: dynamic, got " +
+                   std::to_string(c.recompute_every));
+    o.finish();
+}
+
 bool is_power_of_two(int64_t v) {
     return v >= 1 && (v & (v - 1)) == 0;
 }
@@ -341,6 +359,7 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
     read_model(top.object("model"), r.model);
     read_data(top.object("data"), r.data, r.model.type);
     read_quantization(top.object("quantization"), r.quantization);
+    read_sparsity(top.object("sparsity"), r.sparsity);
     read_smsq(top.object("smsq"), r.smsq);
     read_distillation(top.object("distillation"), r.distillation);
     {
@@ -383,6 +402,13 @@ Recipe parse_recipe(const std::string& text, const std::string& source_name,
             qo.object("select").fail("fraction",
                                      "ranks layers of a trained model: set init.from to a float run "
                                      "or checkpoint");
+        const auto& w = q.weight.method;
+        if (r.sparsity.enabled() && w != "absmean" && w != "absmax_threshold")
+            top.object("sparsity")
+                .fail("pattern",
+                      "2:4 masks ternary weight codes: it needs quantization.weight."
+                      "method absmean or absmax_threshold, got '" +
+                          w + "'");
     }
     if (r.output.dir.empty()) r.output.dir = "runs/" + r.name;
     return r;
@@ -474,6 +500,15 @@ std::string recipe_to_yaml(const Recipe& r) {
     }
     e << YAML::EndMap;
 
+    if (r.sparsity.enabled()) {
+        const auto& c = r.sparsity;
+        e << YAML::Key << "sparsity" << YAML::Value << YAML::BeginMap;
+        e << YAML::Key << "pattern" << YAML::Value << c.pattern;
+        e << YAML::Key << "mask" << YAML::Value << c.mask;
+        e << YAML::Key << "freeze_after" << YAML::Value << c.freeze_after;
+        e << YAML::Key << "recompute_every" << YAML::Value << c.recompute_every;
+        e << YAML::EndMap;
+    }
     if (!r.smsq.stages.empty()) {
         const auto& c = r.smsq;
         e << YAML::Key << "smsq" << YAML::Value << YAML::BeginMap;

@@ -93,6 +93,18 @@ struct QuantizationConfig {
     SelectionConfig select;
 };
 
+// 2:4 structured sparsity of the quantized layers' ternary weight codes (Sparse-BitNet's
+// quantize-then-mask): the codes come from the dense latent weights as without it, then in every
+// 4 consecutive inputs only the 2 with the largest |W| among non-zero codes are kept. The mask is
+// each layer's buffer `mask24` (saved in checkpoints); see core/sparsity.h.
+struct SparsityConfig {
+    std::string pattern = "none";  // none (off) | 2:4
+    std::string mask = "dynamic";  // dynamic (recomputed from the latent weights) | frozen (once)
+    int64_t freeze_after = 0;      // dynamic: no recomputation after this step (0 = never frozen)
+    int64_t recompute_every = 1;   // dynamic: recompute after every N optimizer steps (1 = each)
+    bool enabled() const { return pattern != "none"; }
+};
+
 // Smooth Multi-stage Quantization (BWTA seed, §4): the activation quantizers go through stages of
 // decreasing level counts; at each transition their scales are re-set and the optimizer and
 // schedule start afresh.
@@ -159,6 +171,7 @@ struct Recipe {
     ModelConfig model;
     DataConfig data;
     QuantizationConfig quantization;
+    SparsityConfig sparsity;
     SmsqConfig smsq;
     DistillationConfig distillation;
     InitConfig init;

@@ -54,7 +54,8 @@ torch::Tensor masked(const Granules& s, const torch::Tensor& x) {
     return s.valid.defined() ? x * s.valid : x;
 }
 
-// Keeps the two largest-|w| non-zero codes of every 4 consecutive inputs (ties: lower index).
+// The 2:4 keep mask of codes q (out, in) of weight w, bool: in every 4 consecutive inputs the two
+// largest-|w| non-zero codes (ties: lower index), then zero codes by index.
 torch::Tensor mask_2_of_4(const torch::Tensor& q, const torch::Tensor& w) {
     const int64_t out = q.size(0), in = q.size(1), pad = (4 - in % 4) % 4;
     torch::Tensor score = torch::where(q != 0, w.abs(), torch::full_like(w, -1.0));
@@ -63,7 +64,7 @@ torch::Tensor mask_2_of_4(const torch::Tensor& q, const torch::Tensor& w) {
     // A stable descending sort keeps equal scores in index order.
     torch::Tensor order = std::get<1>(torch::sort(score, /*stable=*/true, /*dim=*/2, /*descending=*/true));
     torch::Tensor keep = torch::zeros_like(score).scatter_(2, order.narrow(2, 0, 2), 1.0);
-    return q * keep.reshape({out, -1}).narrow(1, 0, in);
+    return keep.reshape({out, -1}).narrow(1, 0, in).gt(0);
 }
 
 // STE: forward returns the dequantized weight, backward the incoming gradient unchanged.
@@ -136,7 +137,8 @@ QuantizedWeights quantize_weight(const torch::Tensor& weight, const WeightQuantS
                "quantize_weight: method none has no quantized form");
     TRIT_CHECK(spec.method != WeightQuantMethod::kBalanced || (spec.depth >= 1 && spec.depth <= 4),
                "quantize_weight: balanced depth must be 1..4, got ", spec.depth);
-    TRIT_CHECK(!spec.sparse24 || spec.method == WeightQuantMethod::kAbsmean ||
+    TRIT_CHECK((!spec.sparse24 && !spec.mask.defined()) ||
+                   spec.method == WeightQuantMethod::kAbsmean ||
                    spec.method == WeightQuantMethod::kAbsmaxThreshold,
                "quantize_weight: a 2:4 mask needs a ternary method (absmean, absmax_threshold)");
     torch::NoGradGuard no_grad;
@@ -175,8 +177,26 @@ QuantizedWeights quantize_weight(const torch::Tensor& weight, const WeightQuantS
         case WeightQuantMethod::kNone: break;
     }
     q = merge(g, q).add(0.0);  // + 0 turns round()'s -0 into +0: codes compare bit for bit
-    if (spec.sparse24) q = mask_2_of_4(q, w);
+    if (spec.mask.defined()) {
+        TRIT_CHECK(spec.mask.sizes() == w.sizes(), "quantize_weight: a mask ", spec.mask.sizes(),
+                   " for a weight ", w.sizes());
+        q = torch::where(spec.mask.to(q.device(), torch::kBool), q, torch::zeros_like(q));
+    } else if (spec.sparse24) {
+        q = torch::where(mask_2_of_4(q, w), q, torch::zeros_like(q));  // +0, not -0
+    }
     return {q.contiguous(), scale.contiguous()};
+}
+
+torch::Tensor sparse24_mask(const torch::Tensor& weight, const WeightQuantSpec& spec) {
+    TRIT_CHECK(spec.method == WeightQuantMethod::kAbsmean ||
+                   spec.method == WeightQuantMethod::kAbsmaxThreshold,
+               "sparse24_mask: a 2:4 mask needs a ternary method (absmean, absmax_threshold), got ",
+               weight_quant_method_name(spec.method));
+    WeightQuantSpec dense = spec;
+    dense.sparse24 = false;
+    dense.mask = torch::Tensor();
+    torch::NoGradGuard no_grad;
+    return mask_2_of_4(quantize_weight(weight, dense).q, weight.detach());
 }
 
 namespace {
@@ -186,11 +206,22 @@ AbsmeanChannelCudaImpl g_absmean_channel_cuda = nullptr;
 void set_absmean_channel_cuda_impl(AbsmeanChannelCudaImpl impl) { g_absmean_channel_cuda = impl; }
 
 QuantizedWeightsEff quantize_weight_eff(const torch::Tensor& weight, const WeightQuantSpec& spec) {
+    // The fused kernel has no 2:4 selection; a given mask is applied to its result.
     if (g_absmean_channel_cuda && weight.is_cuda() && weight.dim() == 2 && weight.numel() > 0 &&
         weight.scalar_type() == torch::kFloat32 && spec.method == WeightQuantMethod::kAbsmean &&
-        spec.granularity == ScaleGranularity::kChannel && !spec.sparse24) {
+        spec.granularity == ScaleGranularity::kChannel && (!spec.sparse24 || spec.mask.defined())) {
         torch::NoGradGuard no_grad;
-        return g_absmean_channel_cuda(weight.detach().contiguous(), spec.fp16_scales);
+        QuantizedWeightsEff r =
+            g_absmean_channel_cuda(weight.detach().contiguous(), spec.fp16_scales);
+        if (spec.mask.defined()) {
+            TRIT_CHECK(spec.mask.sizes() == weight.sizes(), "quantize_weight: a mask ",
+                       spec.mask.sizes(), " for a weight ", weight.sizes());
+            const torch::Tensor keep = spec.mask.to(weight.device(), torch::kBool);
+            r.w.q = torch::where(keep, r.w.q, torch::zeros_like(r.w.q));
+            r.w_eff =
+                torch::where(keep, r.w_eff, torch::zeros_like(r.w_eff));  // = masked q * scale
+        }
+        return r;
     }
     QuantizedWeights w = quantize_weight(weight, spec);
     torch::Tensor w_eff = dequantize(w, spec);

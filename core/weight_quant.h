@@ -8,6 +8,8 @@
 //       W_q = clip(round(W / s), -L, L) (0 where s = 0)
 // Options: sparse24 keeps at most 2 non-zero codes in every 4 consecutive inputs (the largest
 // |W|; ties to the lower index), fp16_scales rounds scales to fp16 before the codes are computed.
+// A given `mask` (a QuantLinear's stored 2:4 mask, core/sparsity.h) keeps the codes it marks
+// instead: the scales still come from the dense weight, the mask only zeroes codes.
 #pragma once
 
 #include <torch/types.h>
@@ -29,6 +31,10 @@ struct WeightQuantSpec {
     int64_t depth = 2;         // trits per weight of balanced (1..4)
     bool sparse24 = false;     // 2:4 mask on the codes (ternary methods)
     bool fp16_scales = false;  // scales rounded to fp16 (what a file with fp16 scales holds)
+    // A fixed keep mask, (out, in), non-zero where a code stays (ternary methods; any dtype and
+    // device): applied instead of computing the 2:4 mask, whatever sparse24 says. Undefined: none.
+    // QuantLinear sets it to its stored mask (mask24); the tensor is shared, not copied.
+    torch::Tensor mask;
 };
 
 WeightQuantMethod parse_weight_quant_method(const std::string& name);
@@ -46,6 +52,12 @@ struct QuantizedWeights {
 // Quantizes a 2-D weight; the result carries no autograd history. method must not be none.
 QuantizedWeights quantize_weight(const torch::Tensor& w, const WeightQuantSpec& spec);
 
+// The 2:4 keep mask of `w`'s codes under `spec` (its sparse24 and mask ignored): (out, in) bool
+// on w's device, true at the two inputs of every 4 consecutive ones that sparse24 keeps (the
+// largest |w| among non-zero codes, ties to the lower index, then zero codes by index; a partial
+// last group keeps up to 2). quantize_weight with sparse24 zeroes the codes it does not mark.
+torch::Tensor sparse24_mask(const torch::Tensor& w, const WeightQuantSpec& spec);
+
 // quantize_weight plus the effective weight W_eff = q * (expanded) scale, without autograd history.
 struct QuantizedWeightsEff {
     QuantizedWeights w;
@@ -55,8 +67,8 @@ QuantizedWeightsEff quantize_weight_eff(const torch::Tensor& w, const WeightQuan
 
 // A fused absmean, per-channel, dense quantize_weight_eff for contiguous float32 CUDA weights,
 // registered by the CUDA kernels library (kernels::register_training_quantizers). Its scale sums
-// in another order than the tensor ops, so a scale can be an ulp off theirs. Other specs and
-// devices take the tensor ops.
+// in another order than the tensor ops, so a scale can be an ulp off theirs. Other specs (2:4,
+// a mask) and devices take the tensor ops.
 using AbsmeanChannelCudaImpl = QuantizedWeightsEff (*)(const torch::Tensor& w, bool fp16_scales);
 void set_absmean_channel_cuda_impl(AbsmeanChannelCudaImpl impl);
 // Broadcasts `scale` back to an (out, in) weight.

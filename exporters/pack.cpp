@@ -81,15 +81,18 @@ WeightQuantSpec export_spec(const WeightQuantSpec& trained, const ExportOptions&
     std::string why;
     switch (o.format.kind) {
         case WeightFormat::kTern2:
-            if (is_ternary(trained.method) && !trained.sparse24) {
+            // A layer trained with a stored 2:4 mask (sparsity) keeps its masked codes: they are
+            // ternary codes too.
+            if (is_ternary(trained.method) && (!trained.sparse24 || trained.mask.defined())) {
                 s = trained;
+                s.sparse24 = false;
             } else {
                 s = rtn(WeightQuantMethod::kAbsmean);
                 why = "round-to-nearest ternary";
             }
             break;
         case WeightFormat::kTern24:
-            if (is_ternary(trained.method)) {
+            if (is_ternary(trained.method)) {  // with the trained mask when there is one
                 s = trained;
                 if (!trained.sparse24) why = "2:4 pruning by magnitude of the trained ternary weights";
             } else {
@@ -174,6 +177,7 @@ ExportResult pack_model(const Recipe& recipe, const std::string& recipe_yaml, Mo
         p.activation = layer->quant().activation;
         if (p.activation == ActQuantMethod::kTernary) p.act = exported_quantizer("layer", name, *layer->act);
         QuantizedWeights q = quantize_weight(layer->weight, p.spec);
+        p.spec.mask = torch::Tensor();  // a trained mask is in the codes; the file holds no mask
         std::vector<float> qf = to_vector(q.q);
         std::vector<int8_t> codes(qf.size());
         const int64_t max_code = format_max_code(o.format);

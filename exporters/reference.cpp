@@ -22,7 +22,7 @@ void configure_reference(Model& model, const PackedModel& packed, bool use_file_
         spec.weight = p.spec;
         spec.activation = p.activation;
         if (p.activation == ActQuantMethod::kTernary) spec.act_mode = p.act.mode;
-        layer->set_quant(spec);
+        layer->set_quant(spec);  // a layer trained with 2:4 sparsity keeps its stored mask (mask24)
         if (p.activation == ActQuantMethod::kTernary) {
             // set_quant gave the layer a fresh quantizer: the file's grid and (initialised) scale.
             layer->act->set_grid(p.act.grid);

@@ -20,6 +20,9 @@ namespace trit::exporters {
 // (QuantLinear::freeze_weights) instead of re-quantizing the latent weights: for a reference on a
 // GPU, whose reductions order the scale statistics differently from the CPU that exported the
 // file (an ulp off flips a code at a rounding tie). On the CPU both give the same codes.
+// A layer trained with 2:4 sparsity keeps its trained mask (the checkpoint's mask24, which
+// QuantLinear::set_quant attaches to a ternary spec), so the re-quantized codes are the exported
+// ones, in tern24 and tern2 alike.
 void configure_reference(Model& model, const PackedModel& packed, bool use_file_codes = false);
 
 // An example is one row of logits: an image, or one predicted position of a language model.

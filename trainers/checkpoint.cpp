@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/sparsity.h"
 #include "quantizers/layer_selection.h"
 #include "trainers/smsq.h"
 
@@ -41,7 +42,8 @@ torch::serialize::InputArchive open_archive(const std::string& path, torch::Devi
 
 void save_checkpoint(const std::string& path, torch::nn::Module& model,
                      torch::optim::Optimizer& optimizer, const TrainPosition& pos,
-                     const std::string& recipe_yaml, const std::vector<double>& trainer_state) {
+                     const std::string& recipe_yaml, const std::vector<double>& trainer_state,
+                     const std::vector<double>& sparsity_state) {
     torch::serialize::OutputArchive out, model_ar, optim_ar;
     model.save(model_ar);
     optimizer.save(optim_ar);
@@ -53,6 +55,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
     out.write("optimizer", optim_ar);
     if (!trainer_state.empty())
         out.write("trainer_state", torch::tensor(trainer_state, torch::kFloat64));
+    if (!sparsity_state.empty())
+        out.write("sparsity_state", torch::tensor(sparsity_state, torch::kFloat64));
 
     const std::string tmp = path + ".tmp";
     try {
@@ -73,7 +77,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
 
 TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
                               torch::optim::Optimizer* optimizer, std::string* recipe_yaml,
-                              torch::Device device, std::vector<double>* trainer_state) {
+                              torch::Device device, std::vector<double>* trainer_state,
+                              std::vector<double>* sparsity_state) {
     torch::serialize::InputArchive in = open_archive(path, device);
     TrainPosition pos;
     try {
@@ -102,6 +107,14 @@ TrainPosition load_checkpoint(const std::string& path, torch::nn::Module& model,
                 trainer_state->assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
             }
         }
+        if (sparsity_state) {
+            sparsity_state->clear();
+            torch::Tensor t;
+            if (in.try_read("sparsity_state", t)) {
+                t = t.to(torch::kCPU, torch::kFloat64).contiguous();
+                sparsity_state->assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+            }
+        }
     } catch (const c10::Error& e) {
         TRIT_FAIL("checkpoint '", path, "' does not match the recipe's model or optimizer: ",
                   e.what_without_backtrace());
@@ -127,6 +140,7 @@ LoadedRun load_run(const std::string& path) {
     r.model = make_model(r.recipe.model);
     quantizers::apply_quantization(*r.model, r.model->output_layer(), r.recipe.quantization,
                                    r.recipe.smsq.stages.empty() ? 3 : r.recipe.smsq.stages.back());
+    apply_sparsity(*r.model, r.recipe.sparsity);  // the mask24 buffers the checkpoint fills
     std::vector<double> state;
     r.step = load_checkpoint(r.checkpoint, *r.model, nullptr, nullptr, torch::kCPU, &state).step;
     // A checkpoint written before the last SMSQ stage: its quantizers on that stage's grid. The

@@ -113,6 +113,7 @@ void Progress::draw(int64_t step, bool final) {
     os << "step " << step << "/" << total_ << "  loss " << std::fixed << std::setprecision(4)
        << loss_ << "  lr " << std::scientific << std::setprecision(2) << lr_ << std::fixed
        << std::setprecision(0) << "  " << rate << " " << item_name_ << "/s  ETA " << eta << " s";
+    if (!note_.empty()) os << "  " << note_;
     if (tty_) {
         std::cerr << os.str() << "\x1b[K" << (final ? "\n" : "") << std::flush;
     } else {

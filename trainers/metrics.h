@@ -43,6 +43,8 @@ public:
              int64_t log_every, bool enabled);
     // Called after every optimizer step.
     void step(int64_t step, double loss, double lr);
+    // Text appended to the progress line from now on (e.g. the 2:4 masks' figures); "" = none.
+    void set_note(std::string note) { note_ = std::move(note); }
     // A line of its own (clears the bar first).
     void message(const std::string& line);
     void finish();
@@ -52,6 +54,7 @@ private:
     void draw(int64_t step, bool final);
     int64_t total_, first_, batch_, log_every_;
     std::string item_name_;
+    std::string note_;
     bool enabled_, tty_;
     double loss_ = 0, lr_ = 0;
     int64_t last_step_ = 0;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -178,6 +179,7 @@ TrainingSetup make_training_setup(const Recipe& recipe, torch::Device device, Pr
     if (!recipe.init.from.empty()) load_init_weights(*s.model, recipe.model, recipe.init.from);
     s.quantized_layers = quantizers::apply_quantization(*s.model, s.model->output_layer(), recipe.quantization,
                                                         first_stage_levels(recipe.smsq));
+    s.sparse_layers = apply_sparsity(*s.model, recipe.sparsity);
     s.model->to(device);
     if (!recipe.distillation.teacher.empty()) {
         const auto& d = recipe.distillation;
@@ -305,6 +307,26 @@ struct StageState {
     int64_t stage_end() const { return stage_start + budgets[static_cast<size_t>(stage)]; }
 };
 
+// The 2:4 masks' flip statistics over the whole run (the masks themselves are the layers'
+// buffers): saved as the checkpoint's sparsity state, so a resumed run reports the same summary.
+struct MaskState {
+    int64_t recomputes = 0;
+    double flip_sum = 0, last_flip = 0;  // sum and last of the recomputations' flip rates
+
+    std::vector<double> save() const {
+        return {1.0, static_cast<double>(recomputes), flip_sum, last_flip};
+    }
+
+    void load(const std::vector<double>& v, const std::string& ckpt) {
+        if (v.empty()) return;  // none saved
+        TRIT_CHECK(v.size() == 4 && v[0] == 1.0, "checkpoint '", ckpt,
+                   "': malformed sparsity state");
+        recomputes = static_cast<int64_t>(v[1]);
+        flip_sum = v[2];
+        last_flip = v[3];
+    }
+};
+
 double mean_of(const std::deque<double>& v) {
     double sum = 0;
     for (double x : v) sum += x;
@@ -369,18 +391,24 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
     summary.run_dir = run_dir;
     summary.quantized_layers = setup.quantized_layers;
     summary.item_name = train_data->item_name();
+    summary.sparse_layers = setup.sparse_layers;
+    const bool sparse = !setup.sparse_layers.empty();
+    const int64_t mask_frozen = mask_frozen_step(recipe.sparsity, total);
     TrainPosition pos;
     StageState st;
     st.budgets = plan.steps;
+    MaskState ms;
     if (opt.resume) {
         std::string saved;
-        std::vector<double> state;
-        pos = load_checkpoint(ckpt, *setup.model, setup.optimizer.get(), &saved, device, &state);
+        std::vector<double> state, sparsity_state;
+        pos = load_checkpoint(ckpt, *setup.model, setup.optimizer.get(), &saved, device, &state,
+                              &sparsity_state);
         TRIT_CHECK(saved == recipe_text, "--resume: the recipe differs from the one '", run_dir,
                    "' was started with (", first_difference(recipe_text, saved), ")");
         TRIT_CHECK(pos.step <= total && pos.batch <= batches, "--resume: checkpoint position (step ",
                    pos.step, ") does not fit this recipe's ", total, " steps");
         if (!state.empty()) st.load(state, ckpt, plan.steps.size());
+        ms.load(sparsity_state, ckpt);
         if (!plan.levels.empty()) set_stage_levels(*setup.model, plan.levels[static_cast<size_t>(st.stage)]);
         summary.resumed_from = pos.step;
     }
@@ -406,6 +434,20 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
                << recipe.quantization.weight.granularity << ", activations "
                << recipe.quantization.activation.method << ")";
         if (recipe.quantization.attention != "none") os << "; attention " << recipe.quantization.attention;
+        if (sparse) {
+            const auto& c = recipe.sparsity;
+            os << "; 2:4 sparsity on " << setup.sparse_layers.size() << " layers, mask " << c.mask;
+            if (c.mask == "frozen") {
+                os << " (from the " << (recipe.init.from.empty() ? "initial" : "init.from")
+                   << " weights)";
+            } else {
+                os << " (recomputed every "
+                   << (c.recompute_every == 1 ? std::string("step")
+                                              : std::to_string(c.recompute_every) + " steps");
+                if (mask_frozen >= 0) os << ", frozen after step " << mask_frozen;
+                os << ")";
+            }
+        }
         if (n_stages > 1) {
             os << "; SMSQ stages";
             for (int64_t i = 0; i < n_stages; ++i) os << (i ? ", " : " ") << plan.levels[i] << " levels x " << plan.steps[i];
@@ -441,6 +483,8 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
 
     const auto start = Clock::now();
     double train_seconds = 0, window_loss = 0;
+    // Mask entries changed and recomputed since the last log line (the flip rate logged there).
+    int64_t window_flips = 0, window_entries = 0;
     int64_t window_steps = 0, last_eval_step = -1, last_ckpt_step = opt.resume ? pos.step : -1;
     auto run_eval = [&](int64_t step, int64_t epoch) {
         summary.test = eval_data->evaluate(*setup.model);
@@ -471,7 +515,8 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
         TrainPosition p{step, epoch, next_batch};
         if (next_batch >= batches) p = {step, epoch + 1, 0};
         save_checkpoint(ckpt, *setup.model, *setup.optimizer, p, recipe_text,
-                        plan.levels.empty() ? std::vector<double>{} : st.save());
+                        plan.levels.empty() ? std::vector<double>{} : st.save(),
+                        sparse ? ms.save() : std::vector<double>{});
         last_ckpt_step = step;
     };
     auto transition = [&](int64_t step) {
@@ -533,6 +578,22 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
                               : std::string("no checkpoint had been written yet"),
                           ". Try a lower optimizer.lr or optimizer.grad_clip > 0.");
             }
+            // A dynamic 2:4 mask is recomputed after the optimizer step, from the updated latent
+            // weights: the next forward uses it, and the checkpoint of this step holds it.
+            if (mask_recompute_due(recipe.sparsity, step)) {
+                const auto tm = Clock::now();
+                const MaskFlips f = recompute_masks(*setup.model);
+                train_seconds += seconds_since(tm);
+                ++ms.recomputes;
+                ms.last_flip = f.rate();
+                ms.flip_sum += f.rate();
+                window_flips += f.changed;
+                window_entries += f.total;
+                if (step == mask_frozen)
+                    progress.message("2:4 masks frozen after step " + std::to_string(step) +
+                                     " (sparsity.freeze_after " +
+                                     std::to_string(recipe.sparsity.freeze_after) + ")");
+            }
             st.recent.push_back(loss);
             if (static_cast<int64_t>(st.recent.size()) > kTransitionWindow) st.recent.pop_front();
             if (!st.transitions.empty() && !st.transitions.back().measured &&
@@ -546,14 +607,46 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
             }
             window_loss += loss;
             ++window_steps;
+            const bool log_line = step % t.log_every == 0 || step == total;
+            // With sparsity a log line adds the masks' flip rate over the recomputations since the
+            // previous one (when there were any) and the codes' zero fractions before and after the
+            // mask; the progress line shows them too.
+            Fields mask_fields;
+            if (sparse && log_line) {
+                summary.code_zeros = code_zeros(*setup.model);
+                std::ostringstream note;
+                note << std::fixed << std::setprecision(2);
+                if (window_entries > 0) {
+                    const double rate =
+                        static_cast<double>(window_flips) / static_cast<double>(window_entries);
+                    mask_fields.push_back({"mask_flip_rate", rate});
+                    note << "mask flips " << 100 * rate << "%  ";
+                } else {
+                    note << "mask unchanged  ";
+                }
+                mask_fields.push_back({"zero_codes_dense", summary.code_zeros.dense_fraction()});
+                mask_fields.push_back({"zero_codes_masked", summary.code_zeros.masked_fraction()});
+                note << std::setprecision(1) << "zeros "
+                     << 100 * summary.code_zeros.dense_fraction() << "% -> "
+                     << 100 * summary.code_zeros.masked_fraction() << "%";
+                progress.set_note(note.str());
+                window_flips = 0;
+                window_entries = 0;
+            }
             progress.step(step, loss, lr);
-            if (step % t.log_every == 0 || step == total) {
+            if (log_line) {
                 summary.final_train_loss = window_loss / static_cast<double>(window_steps);
-                metrics.write({{"step", step}, {"epoch", epoch}, {"loss", summary.final_train_loss},
-                               {"lr", lr},
-                               {summary.item_name + "_per_s", train_seconds > 0 ? static_cast<double>(
-                                                    (step - pos.step) * items) / train_seconds : 0.0},
-                               {"elapsed_s", seconds_since(start)}});
+                Fields f = {{"step", step},
+                            {"epoch", epoch},
+                            {"loss", summary.final_train_loss},
+                            {"lr", lr},
+                            {summary.item_name + "_per_s",
+                             train_seconds > 0
+                                 ? static_cast<double>((step - pos.step) * items) / train_seconds
+                                 : 0.0},
+                            {"elapsed_s", seconds_since(start)}};
+                f.insert(f.end(), mask_fields.begin(), mask_fields.end());
+                metrics.write(f);
                 window_loss = 0;
                 window_steps = 0;
             }
@@ -597,6 +690,21 @@ TrainSummary train(const Recipe& recipe_in, const TrainOptions& opt) {
             ++measured;
         }
         if (measured) f.push_back({"mean_loss_jump", jump_sum / static_cast<double>(measured)});
+    }
+    if (sparse) {
+        summary.mask_recomputes = ms.recomputes;
+        summary.mask_flip_rate_last = ms.last_flip;
+        summary.mask_flip_rate_mean =
+            ms.recomputes > 0 ? ms.flip_sum / static_cast<double>(ms.recomputes) : 0.0;
+        summary.mask_frozen_step = mask_frozen;
+        summary.code_zeros = code_zeros(*setup.model);
+        f.push_back({"mask_recomputes", static_cast<double>(ms.recomputes)});
+        if (ms.recomputes > 0)
+            f.insert(f.end(), {{"mask_flip_rate_last", summary.mask_flip_rate_last},
+                               {"mask_flip_rate_mean", summary.mask_flip_rate_mean}});
+        if (mask_frozen >= 0) f.push_back({"mask_frozen_step", static_cast<double>(mask_frozen)});
+        f.insert(f.end(), {{"zero_codes_dense", summary.code_zeros.dense_fraction()},
+                           {"zero_codes_masked", summary.code_zeros.masked_fraction()}});
     }
     fs::write_file_atomic(fs::join(run_dir, "summary.json"), json_line(f) + "\n");
     return summary;

@@ -4,7 +4,8 @@
 // for classifiers, byte windows for language models), evaluates, logs JSON lines, checkpoints
 // atomically and resumes exactly. A non-finite loss stops the run. With activation quantizers the
 // run goes through the SMSQ stages (trainers/smsq.h), each with a fresh optimizer and schedule;
-// with a teacher the loss is the distillation loss.
+// with a teacher the loss is the distillation loss; with 2:4 sparsity the masks are recomputed on
+// the recipe's schedule (core/sparsity.h) and their flip rate logged.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -17,6 +18,7 @@
 
 #include "core/model.h"
 #include "core/recipe.h"
+#include "core/sparsity.h"
 #include "quantizers/layer_sensitivity.h"
 #include "trainers/autocast.h"
 #include "trainers/data.h"
@@ -56,6 +58,16 @@ struct TrainSummary {
     double final_train_loss = 0;    // mean over the last log window
     EvalResult test;                // the last evaluation (test split, or validation text)
     std::vector<StageTransition> transitions;
+    // 2:4 sparsity (recipe block sparsity): the layers with a mask; the recomputations of the
+    // whole run (a resumed run counts the interrupted part too), the flip rate (mask entries
+    // changed / all, over the sparse layers) of the last one and their mean; the step after
+    // which the mask no longer changed (mask_frozen_step; -1: it changed to the end); the
+    // final zero fractions of the codes.
+    std::vector<std::string> sparse_layers;
+    int64_t mask_recomputes = 0;
+    double mask_flip_rate_last = 0, mask_flip_rate_mean = 0;
+    int64_t mask_frozen_step = -1;
+    CodeZeros code_zeros;
 };
 
 // Model, optimizer and device for a recipe; shared by the trainer and the throughput benchmark.
@@ -65,6 +77,7 @@ struct TrainingSetup {
     std::unique_ptr<torch::optim::AdamW> optimizer;
     std::vector<double> group_lr_ratio;  // per param group: its lr / the schedule's lr
     std::vector<std::string> quantized_layers;
+    std::vector<std::string> sparse_layers;  // layers with a 2:4 mask (sparsity)
     Precision precision = Precision::kFp32;
     std::shared_ptr<Model> teacher;  // distillation.teacher, eval mode, on `device`
     DistillationConfig distillation;
@@ -73,8 +86,8 @@ struct TrainingSetup {
 // Parses "cpu" or "cuda[:N]"; "cuda" without a GPU-enabled LibTorch is an error.
 torch::Device parse_device(const std::string& name);
 // Seeds torch, builds the model (weights from init.from when set), applies quantization (a layer
-// selection must be resolved: select_layers), moves it to `device`, loads the teacher, creates
-// AdamW (make_optimizer).
+// selection must be resolved: select_layers) and 2:4 sparsity (masks from those weights), moves
+// it to `device`, loads the teacher, creates AdamW (make_optimizer).
 TrainingSetup make_training_setup(const Recipe& recipe, torch::Device device,
                                   Precision precision = Precision::kFp32);
 // A fresh AdamW for the setup's model. Weight decay applies to the linear layers' weights only:

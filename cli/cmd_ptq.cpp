@@ -1,6 +1,8 @@
 // `trit ptq [RECIPE] [flags]`: post-training quantization (cli/ptq.h). Every flag sets one key of
 // the ptq recipe (docs/recipes.md, "trit ptq"), applied after the recipe file and before --set;
 // --print-recipe shows the resolved recipe, the YAML equivalent of a command line.
+#include <malloc.h>
+
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -122,6 +124,14 @@ Command add_ptq(CLI::App& app) {
             std::cout << ptq_recipe_to_yaml(c);
             return 0;
         }
+#ifdef __GLIBC__
+        // glibc raises its mmap threshold after the first large free (up to 32 MB), so the layers'
+        // workspaces then come from the heap and stay with the process: measured, the resident
+        // memory of a 1-billion-parameter run grew by ~220 MB per decoder block (3.99 GB peak for a
+        // 2.08 GB model); a fixed threshold returns every large buffer when it is freed (0.28 GB of
+        // heap for the same layers).
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
         std::cout << "ptq " << c.model << " -> " << c.output << std::endl;
         const PtqResult r = run_ptq(c, std::cout);
         const std::string table = format_ptq_report(r.layers);

@@ -464,10 +464,12 @@ bool needs_calibration(const PtqConfig& c) {
 }
 
 // Chooses each layer's method: the recipe's, or by selection from the candidates' errors.
-// `measure(name, method)` quantizes one layer and returns its error sums.
+// `measure(name, method)` quantizes one layer and returns its error sums, on calibration inputs
+// when `calibrated`, else on the weights.
 std::map<std::string, LayerMethod> plan_methods(
     const PtqConfig& c, const std::vector<std::string>& names, const std::map<std::string, std::pair<int64_t, int64_t>>& shapes,
-    FloatDType float_dtype, const std::function<Quantized(const std::string&, const LayerMethod&)>& measure, std::ostream& log) {
+    FloatDType float_dtype, bool calibrated, const std::function<Quantized(const std::string&, const LayerMethod&)>& measure,
+    std::ostream& log) {
     std::map<std::string, LayerMethod> plan;
     if (c.select_candidates.empty()) {
         const LayerMethod m = recipe_method(c);
@@ -492,7 +494,7 @@ std::map<std::string, LayerMethod> plan_methods(
             }
             const Quantized q = measure(name, m);
             PtqLayerReport r;
-            fill_errors(r, q, out, in, true);
+            fill_errors(r, q, out, in, calibrated);
             s.error.push_back(c.select_metric == "mse" ? r.mse : r.relative_error);
         }
         inputs.push_back(std::move(s));
@@ -566,7 +568,7 @@ PtqResult run_trit(const PtqConfig& c, std::ostream& log) {
         return [w](int64_t r0, int64_t r1) { return w.slice(0, r0, r1); };
     };
     const std::map<std::string, LayerMethod> plan = plan_methods(
-        c, names, shapes, float_dtype,
+        c, names, shapes, float_dtype, calibrated,
         [&](const std::string& name, const LayerMethod& m) {
             const auto [out, in] = shapes.at(name);
             return quantize_layer(read_float(name), out, in, calibrated ? float_h.at(name) : torch::Tensor(), m, c);
@@ -750,7 +752,7 @@ PtqResult run_safetensors(const PtqConfig& c, std::ostream& log) {
         return h_cache[name] = recorded_hessian(*acts, name, shapes[name].second);
     };
     const std::map<std::string, LayerMethod> plan = plan_methods(
-        c, names, shapes, float_dtype_or(c, FloatDType::kF32),
+        c, names, shapes, float_dtype_or(c, FloatDType::kF32), calibrated,
         [&](const std::string& name, const LayerMethod& m) {
             const auto [out, in] = shapes[name];
             Quantized q = quantize_layer(read_rows(name), out, in, hessian(name), m, c);

@@ -508,6 +508,20 @@ std::map<std::string, LayerMethod> plan_methods(
     return plan;
 }
 
+double total_bits(const std::vector<PtqLayerReport>& layers, const std::map<std::string, int64_t>& weights, int64_t* n);
+
+// Writes the report into the file, closes it, and sums up.
+PtqResult finish(exporters::ModelWriter& writer, const exporters::PtqInfo& info,
+                 const std::map<std::string, int64_t>& weights, Clock::time_point t0) {
+    writer.set_ptq(info);
+    writer.close();
+    PtqResult res;
+    res.layers = info.layers;
+    res.bits_per_weight = total_bits(info.layers, weights, &res.weights);
+    res.seconds = seconds_since(t0);
+    return res;
+}
+
 double total_bits(const std::vector<PtqLayerReport>& layers, const std::map<std::string, int64_t>& weights, int64_t* n) {
     double bits = 0;
     *n = 0;
@@ -642,13 +656,7 @@ PtqResult run_trit(const PtqConfig& c, std::ostream& log) {
         t.values = stored_values(tensor, float_dtype);
         writer.add_tensor(t);
     }
-    writer.set_ptq(info);
-    writer.close();
-    PtqResult res;
-    res.layers = info.layers;
-    res.bits_per_weight = total_bits(info.layers, weights, &res.weights);
-    res.seconds = seconds_since(t0);
-    return res;
+    return finish(writer, info, weights, t0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,13 +841,7 @@ PtqResult run_safetensors(const PtqConfig& c, std::ostream& log) {
         info.layers.push_back(r);
         log_layer(log, done++, names.size(), name, out, in, r);
     }
-    writer.set_ptq(info);
-    writer.close();
-    PtqResult res;
-    res.layers = info.layers;
-    res.bits_per_weight = total_bits(info.layers, weights, &res.weights);
-    res.seconds = seconds_since(t0);
-    return res;
+    return finish(writer, info, weights, t0);
 }
 
 }  // namespace

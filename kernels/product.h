@@ -39,11 +39,11 @@ struct PackedWeights {
     const uint8_t* a = nullptr;
     const uint8_t* b = nullptr;
     int64_t n = 0, k = 0;
-    // Whether a kernel may start reading these arrays before the kernel launched just before it
-    // on the stream has finished (programmatic dependent launch, kernels/pdl.cuh): true only when
-    // no kernel writes them right before the product, e.g. weights uploaded once and reused (the
-    // GPU runtime, the benchmarks). The results are the same either way; true hides part of a
-    // launch behind the previous kernel.
+    // Whether a kernel may start reading these arrays, and the product's w_scale and bias
+    // (ProductOut), before the kernel launched just before it on the stream has finished
+    // (programmatic dependent launch, kernels/pdl.cuh): true only when no kernel writes them right
+    // before the product, e.g. weights uploaded once and reused (the GPU runtime, the benchmarks).
+    // The results are the same either way; true hides part of a launch behind the previous kernel.
     bool pdl = false;
 };
 

@@ -30,10 +30,19 @@
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemv_dp4a.h"
+#include "kernels/tern2_skinny.h"
+#include "kernels/tern2_mma.cuh"
 
 namespace trit::kernels {
 namespace {
+
+using tern2dev::decode_word;
+using tern2dev::load_weights;
+using tern2dev::mma_s8;
+using tern2dev::permute_x;
+using tern2dev::word;
 
 constexpr int kWarp = 32;
 constexpr int kTileRows = 16;         // mma m
@@ -45,51 +54,10 @@ constexpr int kMaxWarps = 8;
 constexpr int kDepth = 3;             // k-blocks of weights in flight per warp
 constexpr int64_t kMaxGroups = 64;    // shared sums: 64 * 16 * 8 * 4 bytes = 32 KiB
 constexpr int64_t kMaxXBytes = 112 * 1024;  // x staged in shared memory: m * k bytes
-constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
-
-// Weights are read once: keep them out of L1.
-__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
 
 // x is small and read by every row tile: the read-only path, cached.
 __device__ __forceinline__ uint4 load_x(const int8_t* p) {
     return __ldg(reinterpret_cast<const uint4*>(p));
-}
-
-// 16 packed weights -> int8 codes of columns [0 2 4 6], [8 10 12 14], [1 3 5 7], [9 11 13 15].
-__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&r)[4]) {
-    const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;
-    r[0] = __byte_perm(kDecodeTable, 0, lo);
-    r[1] = __byte_perm(kDecodeTable, 0, lo >> 16);
-    r[2] = __byte_perm(kDecodeTable, 0, hi);
-    r[3] = __byte_perm(kDecodeTable, 0, hi >> 16);
-}
-
-// 16 int8 x codes (columns 0..15) -> the same column order as decode_word.
-__device__ __forceinline__ void permute_x(const uint4& v, uint32_t (&r)[4]) {
-    r[0] = __byte_perm(v.x, v.y, 0x6420);
-    r[1] = __byte_perm(v.z, v.w, 0x6420);
-    r[2] = __byte_perm(v.x, v.y, 0x7531);
-    r[3] = __byte_perm(v.z, v.w, 0x7531);
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int q) {
-    return q == 0 ? v.x : (q == 1 ? v.y : (q == 2 ? v.z : v.w));
-}
-
-// d += A (16 x 32 int8: a0 row g, a1 row g + 8, a2/a3 the same rows' upper k slots) x B (32 x 8).
-__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                       uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // A lane's weights of one k-block: 16 bytes of rows g and g + 8.
@@ -214,7 +182,7 @@ bool aligned16(const void* p) {
 
 std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
-    if (m > kTern2GemvMaxM) return "m must be <= 8";
+    if (m > kTern2GemvMmaMaxM) return "m must be <= 8";
     if (w.k % kChunkCols != 0) return "k must be a multiple of 64";
     if (!aligned16(w.a) || !aligned16(x)) return "the codes and x must be 16-byte aligned";
     const int64_t groups = formats::acc_num_groups(w.k, group);
@@ -235,15 +203,22 @@ bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     return m == 1 && tern2_gemv_dp4a_rejects(w, x, m, group).empty();
 }
 
+// The streaming tensor-core kernel runs m = 2..16 (at m = 2..8 it reads x once per kernel, not
+// once per 16-row block as the mma GEMV does).
+bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return m >= 2 && tern2_skinny_rejects(w, x, m, group).empty();
+}
+
 }  // namespace
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (dp4a_takes(w, x, m, group)) return "";
+    if (dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
     return tern2_gemv_mma_rejects(w, x, m, group);
 }
 
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (dp4a_takes(w, x, m, group)) return "dp4a";
+    if (skinny_takes(w, x, m, group)) return "skinny";
     return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
 }
 
@@ -251,6 +226,17 @@ void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                 const ProductOut& out, cudaStream_t stream) {
     // Each launcher runs the shared checks itself.
     if (dp4a_takes(w, x, m, group)) return tern2_gemv_dp4a(w, x, m, group, out, stream);
+    if (skinny_takes(w, x, m, group)) {
+        bool clusters = true;
+        if (tern2_skinny_needs_cluster(w.k)) {
+            int device = 0, major = 0;
+            TRIT_CUDA_CHECK(cudaGetDevice(&device));
+            TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+            clusters = major >= 9;
+        }
+        if (clusters) return tern2_skinny(w, x, m, group, out, stream);
+        if (!tern2_gemv_mma_rejects(w, x, m, group).empty()) return tern2_gemm(w, x, m, group, out, stream);
+    }
     tern2_gemv_mma(w, x, m, group, out, stream);
 }
 

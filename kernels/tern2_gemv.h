@@ -1,5 +1,6 @@
-// tern2 x int8 GEMV for 1..8 tokens: the "gemv" path of the dispatch table. It runs the streaming
-// dp4a GEMV (kernels/tern2_gemv_dp4a.h, k <= 16384) for m = 1 when that kernel takes the call, and
+// tern2 x int8 GEMV for 1..16 tokens: the "gemv" path of the dispatch table. It runs the streaming
+// dp4a GEMV (kernels/tern2_gemv_dp4a.h, k <= 16384) for m = 1 and the streaming tensor-core kernel
+// (kernels/tern2_skinny.h, one scale group, k <= 32768) for m = 2..16 when they take the call, and
 // otherwise the GEMV on the int8 tensor cores (mma.sync m16n8k32), whose rules are the products'
 // shared contract (kernels/product.h) and:
 //   - m <= 8 (the tokens are the mma's n = 8 columns; unused ones are zero);
@@ -8,9 +9,10 @@
 //   - one scale group (group >= k), or group % 256 == 0 with at most 64 groups (256 columns is
 //     the k-block one warp multiplies at a time, and the per-group sums live in shared memory);
 //   - m * k <= 114688 (each block stages x in shared memory; larger calls go to tern2_gemm).
-// n is free (rows past n are predicated off). tern2_gemv_rejects is "" when either kernel takes
-// the call, else the mma kernel's first broken rule; tern2_gemv throws trit::Error with that rule,
-// m, n, k and group.
+// n is free (rows past n are predicated off). tern2_gemv_rejects is "" when one of the kernels
+// takes the call, else the mma kernel's first broken rule; tern2_gemv throws trit::Error with that
+// rule, m, n, k and group. On a device older than 9.0, a call the streaming kernel would run as
+// thread block clusters (k > 4096) goes to the mma GEMV (m <= 8) or to tern2_gemm.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,13 +24,15 @@
 
 namespace trit::kernels {
 
-constexpr int64_t kTern2GemvMaxM = 8;
+constexpr int64_t kTern2GemvMaxM = 16;      // the path's m range
+constexpr int64_t kTern2GemvMmaMaxM = 8;    // the mma.sync kernel's
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 // The mma.sync kernel's own rules (the list above).
 std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                    int64_t group);
-// Which kernel tern2_gemv runs for the call: "dp4a", "mma", or "" (it throws).
+// Which kernel tern2_gemv runs for the call on a 9.0 device: "dp4a", "skinny", "mma", or "" (it
+// throws).
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

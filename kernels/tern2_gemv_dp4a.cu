@@ -17,8 +17,13 @@
 // memory (double-buffered by tile, so one barrier per tile); after the barrier kRows * m threads
 // add each group's partials and run the shared epilogue in group order.
 //
-// Launch. The first tile's weights are requested before pdl_wait() when PackedWeights::pdl says
-// nothing writes them just before (kernels/pdl.cuh): the loads then overlap the previous kernel.
+// Epilogue. The threads that run it hold their row's weight scale and bias in registers, loaded a
+// tile ahead with the weights (one scale group; several groups: the scales are prefetched to L1),
+// and the token's x scale from the start: only the partial sums come from shared memory.
+//
+// Launch. The first tile's weights, scales and bias are requested before pdl_wait() when
+// PackedWeights::pdl says nothing writes them just before (kernels/pdl.cuh): the loads then
+// overlap the previous kernel.
 #include "kernels/tern2_gemv_dp4a.h"
 
 #include <algorithm>
@@ -34,31 +39,19 @@
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/tern2_mma.cuh"
 
 namespace trit::kernels {
 namespace {
+
+using tern2dev::kDecodeTable;
+using tern2dev::load_weights;
+using tern2dev::permute_x;
 
 constexpr int kWarp = 32;
 constexpr int kRows = 2;                // rows per tile
 constexpr int kPieceCols = 64;          // columns per thread and row (one 16-byte load)
 constexpr int kMaxThreads = static_cast<int>(kTern2GemvDp4aMaxK / kPieceCols);  // 256
-constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
-
-__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-// 16 int8 x codes (columns 0..15) -> the column order of the decode.
-__device__ __forceinline__ void permute_x(const uint4& v, uint32_t* r) {
-    r[0] = __byte_perm(v.x, v.y, 0x6420);
-    r[1] = __byte_perm(v.z, v.w, 0x6420);
-    r[2] = __byte_perm(v.x, v.y, 0x7531);
-    r[3] = __byte_perm(v.z, v.w, 0x7531);
-}
 
 // a + (16 codes of word w) . (16 permuted x codes xq[0..3]).
 __device__ __forceinline__ int dot16(uint32_t w, const uint32_t* xq, int a) {
@@ -108,10 +101,36 @@ __global__ void __launch_bounds__(kMaxThreads) tern2_gemv_dp4a_kernel(const Dp4a
         }
     };
     int64_t tile = blockIdx.x;
-    if (a.prefetch) load(tile);
+    // The epilogue threads (t < kRows * M: row t / M, token t % M) hold their row's weight scale
+    // and bias in registers a tile ahead, loaded with the weights: they come from DRAM like the
+    // weights, and a miss in the epilogue would hold the whole block at the next tile's barrier.
+    // With several scale groups the row's scales are only asked for in L1 a tile ahead.
+    const bool epilogue_thread = a.out.y != nullptr && t < kRows * M;
+    float next_ws = 0.0f, next_bias = 0.0f;
+    auto load_epilogue = [&](int64_t tile) {
+        if (!epilogue_thread || tile >= tiles) return;
+        const int64_t j = tile * kRows + t / M;
+        if (j >= a.n) return;
+        const float* ws = detail::epilogue_w_scale(a.out, j, a.groups);
+        if (a.groups == 1) {
+            next_ws = __ldg(ws);
+        } else {
+            for (int g = 0; g < a.groups; g += 32) prefetch_l1(ws + g);
+        }
+        if (a.out.bias != nullptr) next_bias = __ldg(a.out.bias + j);
+    };
+    if (a.prefetch) {
+        load(tile);
+        load_epilogue(tile);
+    }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
-    if (!a.prefetch) load(tile);
+    if (!a.prefetch) {
+        load(tile);
+        load_epilogue(tile);
+    }
+    // x's scale comes from the kernel before (the quantizer): read after pdl_wait().
+    const float x_scale = epilogue_thread ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : t % M] : 0.0f;
 
     uint32_t xq[M][16];
 #pragma unroll
@@ -122,24 +141,13 @@ __global__ void __launch_bounds__(kMaxThreads) tern2_gemv_dp4a_kernel(const Dp4a
             permute_x(owns ? __ldg(xp + q) : make_uint4(0, 0, 0, 0), xq[i] + 4 * q);
     }
 
-    // The epilogue threads' scale and bias lines for `tile`, asked for a tile ahead: the scales
-    // come from DRAM like the weights, and a miss there would hold the whole block at the barrier.
-    auto prefetch_epilogue = [&](int64_t tile) {
-        if (a.out.y == nullptr || t >= kRows * M || tile >= tiles) return;
-        const int64_t j = tile * kRows + t / M;
-        if (j >= a.n) return;
-        const float* ws = detail::epilogue_w_scale(a.out, j, a.groups);
-        for (int g = 0; g < a.groups; g += 32) prefetch_l1(ws + g);
-        if (a.out.bias != nullptr) prefetch_l1(a.out.bias + j);
-    };
-    prefetch_epilogue(tile);
-
     for (int par = 0; tile < tiles; tile += gridDim.x, par ^= 1) {
         uint4 cur[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) cur[r] = next[r];
+        const float ws = next_ws, bias = next_bias;
         load(tile + gridDim.x);
-        prefetch_epilogue(tile + gridDim.x);
+        load_epilogue(tile + gridDim.x);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
 #pragma unroll
@@ -163,13 +171,20 @@ __global__ void __launch_bounds__(kMaxThreads) tern2_gemv_dp4a_kernel(const Dp4a
             const int64_t j = tile * kRows + r;
             if (j < a.n) {
                 const int32_t* p = partial[par][t];
-                detail::store_output(a.out, a.n, a.groups, i, j, [&](int64_t g) {
+                auto group_sum = [&](int64_t g) {
                     const int begin = static_cast<int>(g) * a.runs_per_group;
                     const int end = min(begin + a.runs_per_group, runs);
                     int32_t sum = 0;
                     for (int e = begin; e < end; ++e) sum += p[e];
                     return sum;
-                });
+                };
+                if (a.out.y != nullptr && a.groups == 1) {
+                    // store_output's arithmetic for one group, with the scales from registers.
+                    const float s = detail::epilogue_add(0.0f, ws, group_sum(0));
+                    a.out.y[i * a.n + j] = __fadd_rn(__fmul_rn(s, x_scale), bias);
+                } else {
+                    detail::store_output(a.out, a.n, a.groups, i, j, group_sum);
+                }
             }
         }
     }

@@ -2,8 +2,9 @@
 // (tern2_gemv_mma) and through the dispatcher, int32 accumulators and fused epilogue bit-exact
 // against the CPU references over a shape table (m = 1..8, odd and partial row tiles, k at and off
 // the 256-column k-block, one group and groups of 256 / 512, a single k-block, more warps than
-// k-blocks), and its own contract rules on the host. The streaming dp4a kernel that the path runs
-// for m <= 2 has its own tests (test_tern2_gemv_dp4a.cpp).
+// k-blocks), and its own contract rules on the host. The streaming kernels that the path runs for
+// m = 1 (dp4a) and for m = 2..16 with one scale group (skinny) have their own tests
+// (test_tern2_gemv_dp4a.cpp, test_tern2_skinny.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -89,6 +90,11 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "mma");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 64), "");
     EXPECT_THAT(tern2_gemv_rejects(tern2(4, 512, codes), x, 3, 64), HasSubstr("multiple of 256"));
+    // One scale group, m = 2..16: the streaming tensor-core kernel (kernels/tern2_skinny.h).
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4096, codes), x, 2, 4096), "skinny");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 14336, codes), x, 16, 14336), "skinny");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32832, codes), x, 8, 32832), "");
+    EXPECT_THAT(tern2_gemv_rejects(tern2(4, 4096, codes), x, 9, 256), HasSubstr("m must be <= 8"));
 
     int32_t acc[1];
     trit::kernels::ProductOut out;
@@ -108,8 +114,12 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 1, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 784, codes), x, 1, 784, &why), ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
-    // x too large for the GEMV's shared-memory stage: the GEMM takes the call.
-    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 16384, &why), ProductPath::kGemm) << why;
+    // One scale group up to m = 16: the streaming kernel of the gemv path.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 16384, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 16, 4096, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 17, 4096, &why), ProductPath::kGemm) << why;
+    // Several groups and x too large for the mma GEMV's shared-memory stage: the GEMM takes it.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 256, &why), ProductPath::kGemm) << why;
 }
 
 }  // namespace

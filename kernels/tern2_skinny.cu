@@ -1,0 +1,367 @@
+// tern2 x int8 product for m <= 16 tokens that streams the weights: see kernels/tern2_skinny.h for
+// the contract.
+//
+// Layout. The weights are read once, so each lane owns a fixed piece of every row and keeps the
+// matching x in registers for the whole kernel. Warp w of cluster rank c owns the k-block
+// kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster, C = ceil(k-blocks / 16)); lane
+// (g, t) = (lane / 4, lane % 4) owns columns 64 t .. 64 t + 63 of it: 16 bytes of every row, and x
+// of tokens g and g + 8 over those columns (permuted for the decode, 32 registers). A cluster walks
+// tiles of 16 rows (tile = cluster id, + clusters, ...); per tile a lane loads rows g and g + 8,
+// decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights) into the A operand
+// of mma.sync m16n8k32 (weights as the 16 rows, tokens as the 8 columns of B; two mmas per k step
+// when m > 8), and the tiles two ahead are already being read: 64 bytes per lane in flight.
+//
+// Sums. A warp's 16 x 16 tile partial goes into its CTA's round buffer with shared int32 atomics
+// (exact in any order). A round is up to 8 tiles; at its end the cluster synchronises and the
+// first 16 * (tiles of a round) threads of the cluster each finish one row: they add the C CTAs'
+// buffers (distributed shared memory) for each token and run the shared epilogue. The row's
+// weight scale and bias were loaded into registers when the round began (with the first round's
+// weights before pdl_wait(), PackedWeights::pdl allowing). Three buffers rotate: a buffer is
+// zeroed one round after its epilogue, once the round's synchronisation shows every peer has read
+// it, and is used again one more synchronisation later.
+#include "kernels/tern2_skinny.h"
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/error.h"
+#include "exporters/formats/common.h"
+#include "exporters/formats/tern2.h"
+#include "kernels/cuda_check.h"
+#include "kernels/epilogue.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
+#include "kernels/tern2_mma.cuh"
+
+namespace trit::kernels {
+namespace {
+
+namespace fmt = trit::formats;
+using tern2dev::decode_word;
+using tern2dev::load_weights;
+using tern2dev::mma_s8;
+using tern2dev::permute_x;
+using tern2dev::word;
+
+constexpr int kWarp = 32;
+constexpr int kTileRows = 16;          // mma m
+constexpr int64_t kBlockCols = 256;    // a warp's k-block
+constexpr int64_t kPieceCols = 64;     // a lane's columns of the k-block (16 bytes per row)
+constexpr int kMaxWarps = 16;          // per CTA
+constexpr int kMaxCluster = 8;         // portable cluster size
+static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
+constexpr int kMaxRoundTiles = 8;
+constexpr int kBuffers = 3;
+// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words, so
+// that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp:
+// 32 consecutive rows of two tiles, one token) fall in distinct banks.
+constexpr int kTokenStride = 20;
+constexpr int kTileStride = 336;
+
+struct SkinnyArgs {
+    const uint8_t* codes;
+    const int8_t* x;
+    int m;
+    int64_t n, k;
+    int kblocks;      // ceil(k / 256)
+    int cluster;      // CTAs per cluster (its ranks split the k-blocks)
+    int round_tiles;  // tiles per round: <= 8 and 16 * round_tiles <= threads of a cluster
+    bool prefetch;    // read the first tiles' weights, scales and bias before pdl_wait()
+    ProductOut out;
+};
+
+// A lane's 16 bytes of rows g and g + 8 of one tile.
+struct RowPair {
+    uint4 lo, hi;
+};
+
+__device__ __forceinline__ void sync_cluster_or_block(int cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (cluster > 1) {
+        cooperative_groups::this_cluster().sync();
+        return;
+    }
+#endif
+    (void)cluster;
+    __syncthreads();
+}
+
+// CTA `rank`'s copy of the round buffer `local` (this CTA's own when rank is its rank).
+__device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, int my_rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (rank != my_rank) return cooperative_groups::this_cluster().map_shared_rank(local, rank);
+#endif
+    (void)rank;
+    (void)my_rank;
+    return local;
+}
+
+template <bool kTwo>
+__global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
+    __shared__ int32_t sums[kBuffers][kMaxRoundTiles * kTileStride];
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+    const int g = lane / 4, t = lane % 4;
+    const int C = a.cluster, W = static_cast<int>(blockDim.x) / kWarp;
+    const int rank = static_cast<int>(blockIdx.x) % C;
+    const int64_t cluster_id = blockIdx.x / C, clusters = gridDim.x / C;
+    const int kb = rank * W + warp;
+    const int64_t col0 = int64_t{kb} * kBlockCols + kPieceCols * t;
+    const bool piece = kb < a.kblocks && col0 < a.k;
+    const int64_t row_bytes = a.k / fmt::kTern2CodesPerByte;
+    const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
+    const int64_t my_tiles = (tiles - 1 - cluster_id) / clusters + 1;  // cluster_id < tiles
+    const uint8_t* wp = a.codes + col0 / fmt::kTern2CodesPerByte;
+    auto tile_row0 = [&](int64_t i) { return (cluster_id + i * clusters) * kTileRows; };
+
+    auto load = [&](int64_t i) {
+        RowPair p{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+        if (piece && i < my_tiles) {
+            const int64_t row = tile_row0(i) + g;
+            if (row < a.n) p.lo = load_weights(wp + row * row_bytes);
+            if (row + 8 < a.n) p.hi = load_weights(wp + (row + 8) * row_bytes);
+        }
+        return p;
+    };
+    // The epilogue: cluster thread q = rank * blockDim + tid < 16 * round_tiles finishes row
+    // q % 16 of the round's tile q / 16.
+    const int q = rank * static_cast<int>(blockDim.x) + tid;
+    const bool epilogue_thread = q < kTileRows * a.round_tiles;
+    const int e_tile = q / kTileRows, e_row = q % kTileRows;
+    float ws = 0.0f, bias = 0.0f;
+    auto load_epilogue = [&](int64_t r0) {
+        if (!epilogue_thread || a.out.y == nullptr || r0 + e_tile >= my_tiles) return;
+        const int64_t j = tile_row0(r0 + e_tile) + e_row;
+        if (j >= a.n) return;
+        ws = __ldg(detail::epilogue_w_scale(a.out, j, 1));
+        if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
+    };
+
+    RowPair ring0{}, ring1{};
+    if (a.prefetch) {
+        ring0 = load(0);
+        ring1 = load(1);
+        load_epilogue(0);
+    }
+    detail::pdl_launch_dependents();
+    detail::pdl_wait();
+    if (!a.prefetch) {
+        ring0 = load(0);
+        ring1 = load(1);
+        load_epilogue(0);
+    }
+
+    // x of tokens g (x0) and g + 8 (x1) over the lane's 64 columns, in decode_word's order.
+    uint32_t x0[16], x1[16];
+    {
+        const bool ok0 = piece && g < a.m, ok1 = kTwo && piece && g + 8 < a.m;
+        const auto* p0 = reinterpret_cast<const uint4*>(a.x + int64_t{g} * a.k + col0);
+        const auto* p1 = reinterpret_cast<const uint4*>(a.x + int64_t{g + 8} * a.k + col0);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            permute_x(ok0 ? __ldg(p0 + w) : make_uint4(0, 0, 0, 0), x0 + 4 * w);
+            if constexpr (kTwo) permute_x(ok1 ? __ldg(p1 + w) : make_uint4(0, 0, 0, 0), x1 + 4 * w);
+        }
+    }
+    for (int i = tid; i < kBuffers * kMaxRoundTiles * kTileStride; i += static_cast<int>(blockDim.x))
+        (&sums[0][0])[i] = 0;
+    __syncthreads();
+
+    int buf = 0;
+    for (int64_t r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
+        const int64_t r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
+        int32_t* s = sums[buf];
+        for (int64_t i = r0; i < r1; ++i) {
+            const RowPair w = ring0;
+            ring0 = ring1;
+            ring1 = load(i + 2);
+            int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                uint32_t lo[4], hi[4];
+                decode_word(word(w.lo, v), lo);
+                decode_word(word(w.hi, v), hi);
+                mma_s8(d0, lo[0], hi[0], lo[1], hi[1], x0[4 * v], x0[4 * v + 1]);
+                mma_s8(d0, lo[2], hi[2], lo[3], hi[3], x0[4 * v + 2], x0[4 * v + 3]);
+                if constexpr (kTwo) {
+                    mma_s8(d1, lo[0], hi[0], lo[1], hi[1], x1[4 * v], x1[4 * v + 1]);
+                    mma_s8(d1, lo[2], hi[2], lo[3], hi[3], x1[4 * v + 2], x1[4 * v + 3]);
+                }
+            }
+            if (kb < a.kblocks) {
+                // d: rows g, g + 8 x tokens 2t, 2t + 1 (d1: tokens + 8).
+                int32_t* st = s + (i - r0) * kTileStride + g;
+                atomicAdd(st + (2 * t) * kTokenStride, d0[0]);
+                atomicAdd(st + (2 * t + 1) * kTokenStride, d0[1]);
+                atomicAdd(st + (2 * t) * kTokenStride + 8, d0[2]);
+                atomicAdd(st + (2 * t + 1) * kTokenStride + 8, d0[3]);
+                if constexpr (kTwo) {
+                    atomicAdd(st + (8 + 2 * t) * kTokenStride, d1[0]);
+                    atomicAdd(st + (9 + 2 * t) * kTokenStride, d1[1]);
+                    atomicAdd(st + (8 + 2 * t) * kTokenStride + 8, d1[2]);
+                    atomicAdd(st + (9 + 2 * t) * kTokenStride + 8, d1[3]);
+                }
+            }
+        }
+        sync_cluster_or_block(C);
+        if (epilogue_thread && r0 + e_tile < r1) {
+            const int64_t j = tile_row0(r0 + e_tile) + e_row;
+            if (j < a.n) {
+                for (int u = 0; u < a.m; ++u) {
+                    const int off = e_tile * kTileStride + u * kTokenStride + e_row;
+                    int32_t acc = 0;
+                    for (int c = 0; c < C; ++c) acc += peer_buffer(s, c, rank)[off];
+                    if (a.out.acc != nullptr) {
+                        a.out.acc[u * a.n + j] = acc;
+                    } else {
+                        // store_output's arithmetic for one group, the scales from registers.
+                        const float sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : u];
+                        const float sum = detail::epilogue_add(0.0f, ws, acc);
+                        a.out.y[u * a.n + j] = __fadd_rn(__fmul_rn(sum, sx), bias);
+                    }
+                }
+            }
+        }
+        load_epilogue(r1);
+        // The previous round's buffer: every peer read it before this round's synchronisation.
+        int32_t* old = sums[(buf + kBuffers - 1) % kBuffers];
+        for (int i = tid; i < kMaxRoundTiles * kTileStride; i += static_cast<int>(blockDim.x)) old[i] = 0;
+    }
+    if (C > 1) sync_cluster_or_block(C);  // peers may still read this CTA's buffers
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+struct Geometry {
+    int cluster, warps;
+};
+
+Geometry geometry(int64_t k) {
+    const int64_t kblocks = fmt::ceil_div(k, kBlockCols);
+    const int64_t cluster = fmt::ceil_div(kblocks, int64_t{kMaxWarps});
+    return {static_cast<int>(cluster), static_cast<int>(fmt::ceil_div(kblocks, cluster))};
+}
+
+// Clusters the device holds at once for this kernel and geometry (cached: the queries cost about
+// as much as a small product).
+template <typename Kernel>
+int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    using Key = std::tuple<int, bool, int, int>;
+    static std::mutex mutex;
+    static std::map<Key, int64_t> cache;
+    const Key key{device, two, geo.cluster, geo.warps};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        const auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+    }
+    int64_t clusters = 0;
+    if (geo.cluster == 1) {
+        int sms = 0, per_sm = 0;
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, 0));
+        clusters = int64_t{sms} * std::max(per_sm, 1);
+    } else {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(static_cast<unsigned>(geo.cluster));
+        config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+        cudaLaunchAttribute attribute[1] = {};
+        attribute[0].id = cudaLaunchAttributeClusterDimension;
+        attribute[0].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
+        attribute[0].val.clusterDim.y = 1;
+        attribute[0].val.clusterDim.z = 1;
+        config.attrs = attribute;
+        config.numAttrs = 1;
+        int n = 0;
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+        clusters = std::max(n, 1);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    cache[key] = clusters;
+    return clusters;
+}
+
+template <bool kTwo>
+void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
+    const auto kernel = tern2_skinny_kernel<kTwo>;
+    const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
+    const int64_t clusters = std::min(tiles, resident_clusters(kernel, kTwo, geo));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
+    config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+    config.stream = stream;
+    cudaLaunchAttribute attribute[2] = {};
+    int attributes = 0;
+    if (geo.cluster > 1) {
+        attribute[attributes].id = cudaLaunchAttributeClusterDimension;
+        attribute[attributes].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
+        attribute[attributes].val.clusterDim.y = 1;
+        attribute[attributes].val.clusterDim.z = 1;
+        ++attributes;
+    }
+    if (detail::pdl_enabled()) {
+        attribute[attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[attributes].val.programmaticStreamSerializationAllowed = 1;
+        ++attributes;
+    }
+    config.attrs = attribute;
+    config.numAttrs = static_cast<unsigned>(attributes);
+    TRIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+}
+
+}  // namespace
+
+std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern2) return "the weights must be tern2";
+    if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..16";
+    if (w.k % kPieceCols != 0) return "k must be a multiple of 64";
+    if (w.k > kTern2SkinnyMaxK) return "k must be <= 32768";
+    if (group < w.k) return "one scale group only (group >= k)";
+    if (!aligned16(w.a) || !aligned16(x)) return "the codes and x must be 16-byte aligned";
+    return "";
+}
+
+bool tern2_skinny_needs_cluster(int64_t k) {
+    return geometry(k).cluster > 1;
+}
+
+void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                  const ProductOut& out, cudaStream_t stream) {
+    check_product("tern2_skinny", w, x, m, group, out);
+    const std::string no = tern2_skinny_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    const Geometry geo = geometry(w.k);
+    if (geo.cluster > 1) {
+        int device = 0, major = 0;
+        TRIT_CUDA_CHECK(cudaGetDevice(&device));
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        TRIT_CHECK(major >= 9, "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+                   "): k > 4096 runs as thread block clusters, which need compute capability >= 9.0 "
+                   "(the device has ", major, ".x)");
+    }
+    SkinnyArgs a{};
+    a.codes = w.a;
+    a.x = x;
+    a.m = static_cast<int>(m);
+    a.n = w.n;
+    a.k = w.k;
+    a.kblocks = static_cast<int>(fmt::ceil_div(w.k, kBlockCols));
+    a.cluster = geo.cluster;
+    a.round_tiles = std::min(kMaxRoundTiles, geo.cluster * geo.warps * kWarp / kTileRows);
+    a.prefetch = w.pdl;
+    a.out = out;
+    if (m > 8) {
+        launch<true>(a, geo, stream);
+    } else {
+        launch<false>(a, geo, stream);
+    }
+}
+
+}  // namespace trit::kernels

@@ -1,0 +1,38 @@
+// tern2 x int8 product for a few tokens (m = 1..16) that streams the weights once at close to the
+// memory's rate: the small-batch decode step (several sequences, or speculative tokens), run by
+// the dispatcher's "gemv" path for m = 2..16 (kernels/tern2_gemv.h). Bit-exact acc and
+// fused-epilogue y under the products' contract (kernels/product.h), and these rules of its own:
+//   - m <= 16 (the tokens are two n = 8 halves of mma.sync m16n8k32; unused ones are zero);
+//   - k % 64 == 0 (a lane's piece of a row is 16 bytes = 64 codes) and k <= 32768 (at most 8
+//     CTAs of 16 warps share a row, a warp owning 256 columns);
+//   - one scale group (group >= k);
+//   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are).
+// n is free. When k needs more than one CTA (k > 4096), the CTAs form a thread block cluster and
+// add their partial sums through distributed shared memory: compute capability 9.0 or newer,
+// which tern2_skinny_needs_cluster tells and the launcher checks (an error naming the shape).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/product.h"
+
+namespace trit::kernels {
+
+constexpr int64_t kTern2SkinnyMaxM = 16;
+constexpr int64_t kTern2SkinnyMaxK = 32768;
+
+// "" when the kernel takes the call, else the first rule it breaks. Host only, no device query.
+std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// Whether a call with this k runs as clusters of CTAs (needs compute capability >= 9.0).
+bool tern2_skinny_needs_cluster(int64_t k);
+
+// Runs it; throws trit::Error naming m, n, k, group and the rule when the contract rejects the
+// call, or when it needs clusters and the device has none.
+void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                  const ProductOut& out, cudaStream_t stream);
+
+}  // namespace trit::kernels

@@ -1,0 +1,118 @@
+// GPU tests of the streaming tensor-core tern2 kernel for m <= 16 (kernels/tern2_skinny.h): int32
+// accumulators and fused epilogue bit-exact against the CPU references over a shape table (m = 1,
+// 2, 3, 8 (one token half), 9 and 16 (two); n = 1, odd, partial 16-row tiles, and so many tiles
+// that a cluster runs several rounds and rotates its three buffers; k from one 64-column piece,
+// off the 256-column k-block, one CTA (k <= 4096) and clusters of 2, 4 and 8 CTAs with a shorter
+// last rank), with and without the early reads of PDL, x at -128, through the dispatcher's gemv
+// path, and its contract rules on the host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/product.h"
+#include "kernels/tern2_gemv.h"
+#include "kernels/tern2_skinny.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductPath;
+using ::testing::HasSubstr;
+
+class Tern2Skinny : public trit::gputest::RequiresGpu<::testing::Test> {
+protected:
+    // Clusters (k > 4096) need a 9.0 device.
+    static bool clusters() {
+        int device = 0, major = 0;
+        cudaGetDevice(&device);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+        return major >= 9;
+    }
+};
+
+TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
+    struct Shape {
+        int64_t m, n, k;
+    };
+    const std::vector<Shape> shapes = {
+        {1, 1, 64},       {2, 1, 256},      {3, 17, 320},      {8, 33, 768},     {9, 16, 1024},
+        {16, 40, 2560},   {2, 130, 4096},   {16, 7, 4096},     {5, 31, 4160},    {16, 65, 6912},
+        {2, 48, 14336},   {12, 3, 14336},   {16, 20, 32768},   {9, 9, 16448},    {4, 200000, 64},
+        {16, 30001, 256}, {8, 2049, 2560},  {9, 20000, 4160},  {1, 2560, 2560},  {16, 4, 192},
+    };
+    uint64_t seed = 500;
+    for (const Shape& s : shapes) {
+        if (trit::kernels::tern2_skinny_needs_cluster(s.k) && !clusters()) continue;
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.k + (seed % 2 == 0 ? 0 : 1000);
+        c.seed = ++seed;
+        c.per_tensor_scale = seed % 2 == 0;
+        c.bias = seed % 3 != 0;
+        SCOPED_TRACE(trit::gputest::describe(c));
+        trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST_F(Tern2Skinny, ExtremeCodesAndXStayExact) {
+    for (int64_t k : {int64_t{4096}, int64_t{32768}}) {
+        if (trit::kernels::tern2_skinny_needs_cluster(k) && !clusters()) continue;
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = 16, c.n = 37, c.k = k, c.group = k;
+        c.x_lo = -128, c.x_hi = -128;  // |acc| up to 128 * 32768 = 2^22
+        SCOPED_TRACE(trit::gputest::describe(c));
+        trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
+    }
+}
+
+TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToSixteenTokens) {
+    for (int64_t m : {2, 7, 16}) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = m, c.n = 96, c.k = 14336, c.group = 14336;
+        c.seed = 40 + static_cast<uint64_t>(m);
+        SCOPED_TRACE(trit::gputest::describe(c));
+        trit::gputest::check_product_case(c, ProductPath::kAuto);
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
+}
+
+PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
+    return trit::gputest::tern2_weights(n, k, a);
+}
+
+TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    using trit::kernels::tern2_skinny_rejects;
+    EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 16, 4096), "");
+    EXPECT_EQ(tern2_skinny_rejects(tern2(4, 32768, codes), x, 1, 1 << 20), "");
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 17, 4096), HasSubstr("m must be in 1..16"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 100, codes), x, 2, 100), HasSubstr("k must be a multiple of 64"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 32832, codes), x, 2, 32832), HasSubstr("k must be <= 32768"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 2, 2048), HasSubstr("one scale group"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 256, codes + 1), x, 2, 256), HasSubstr("16-byte aligned"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 256, codes), x + 4, 2, 256), HasSubstr("16-byte aligned"));
+    EXPECT_FALSE(trit::kernels::tern2_skinny_needs_cluster(4096));
+    EXPECT_TRUE(trit::kernels::tern2_skinny_needs_cluster(4160));
+
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        trit::kernels::tern2_skinny(tern2(4, 4096, codes), x, 3, 1024, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tern2_skinny (m=3, n=4, k=4096, group=1024): one scale group only"));
+    }
+}
+
+}  // namespace

@@ -197,16 +197,16 @@ std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int6
 
 namespace {
 
-// The dp4a kernel runs m = 1: at m = 2 it re-decodes the weights per token and measured slower
-// than the mma kernel on the Llama-8B shapes (15.5 vs ~12.5 us on the H100).
-bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return m == 1 && tern2_gemv_dp4a_rejects(w, x, m, group).empty();
+// The streaming tensor-core kernel runs every m it takes (one scale group): on the H100 it measured
+// faster than the dp4a kernel at m = 1 and than the mma GEMV at m = 2..8 (docs/BENCHMARKS.md).
+bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return tern2_skinny_rejects(w, x, m, group).empty();
 }
 
-// The streaming tensor-core kernel runs m = 2..16 (at m = 2..8 it reads x once per kernel, not
-// once per 16-row block as the mma GEMV does).
-bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return m >= 2 && tern2_skinny_rejects(w, x, m, group).empty();
+// The dp4a kernel runs the m = 1 calls the streaming kernel declines (several scale groups): at
+// m = 2 it re-decodes the weights per token and measured slower than the mma kernel.
+bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return m == 1 && !skinny_takes(w, x, m, group) && tern2_gemv_dp4a_rejects(w, x, m, group).empty();
 }
 
 }  // namespace

@@ -6,17 +6,20 @@
 // kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster, C = ceil(k-blocks / 16)); lane
 // (g, t) = (lane / 4, lane % 4) owns columns 64 t .. 64 t + 63 of it: 16 bytes of every row, and x
 // of tokens g and g + 8 over those columns (permuted for the decode, 32 registers). A cluster walks
-// tiles of 16 rows (tile = cluster id, + clusters, ...); per tile a lane loads rows g and g + 8,
-// decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights) into the A operand
-// of mma.sync m16n8k32 (weights as the 16 rows, tokens as the 8 columns of B; two mmas per k step
-// when m > 8), and the tiles two ahead are already being read: 64 bytes per lane in flight.
+// tiles of 16 rows (tile = cluster id, + clusters, ...). Per tile a lane copies its 16 bytes of
+// rows g and g + 8 into its own slot of a kStages-deep shared-memory ring (cp.async, zero-filled
+// past n), kStages - 1 tiles ahead: ~(kStages - 1) * 16 KB per SM in flight at no register cost,
+// and no barrier, since a lane only reads what it copied. It decodes them (kernels/tern2_mma.cuh:
+// 9 integer instructions per 16 weights) into the A operand of mma.sync m16n8k32: weights as the
+// 16 rows, tokens as the 8 columns of B, two mmas per k step when m > 8.
 //
 // Sums. A warp's 16 x 16 tile partial goes into its CTA's round buffer with shared int32 atomics
-// (exact in any order). A round is up to 8 tiles; at its end the cluster synchronises and the
-// first 16 * (tiles of a round) threads of the cluster each finish one row: they add the C CTAs'
-// buffers (distributed shared memory) for each token and run the shared epilogue. The row's
-// weight scale and bias were loaded into registers when the round began (with the first round's
-// weights before pdl_wait(), PackedWeights::pdl allowing). Three buffers rotate: a buffer is
+// (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so 16 R divides the cluster's
+// threads); at its end the cluster synchronises and cluster thread q finishes row q % 16R of the
+// round for tokens q / 16R, + C W 32 / 16R, ...: it adds the C CTAs' buffers (distributed shared
+// memory, the C loads issued together) and runs the shared epilogue. Its row's weight scale and
+// bias were loaded into registers when the round began (the first round's before pdl_wait(),
+// PackedWeights::pdl allowing, with the first tiles' weights). Three buffers rotate: a buffer is
 // zeroed one round after its epilogue, once the round's synchronisation shows every peer has read
 // it, and is used again one more synchronisation later.
 #include "kernels/tern2_skinny.h"
@@ -56,11 +59,19 @@ constexpr int kMaxCluster = 8;         // portable cluster size
 static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
 constexpr int kMaxRoundTiles = 8;
 constexpr int kBuffers = 3;
+constexpr int kStages = 6;             // the weights' shared-memory ring, per lane
+constexpr int kSlotBytes = 32;         // a lane's slot of one stage: 16 bytes of rows g and g + 8
 // A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words, so
 // that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp:
 // 32 consecutive rows of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
 constexpr int kTileStride = 336;
+constexpr int kSumsBytes = kBuffers * kMaxRoundTiles * kTileStride * 4;
+
+// Dynamic shared memory of a CTA of `warps` warps: the round buffers, then the ring.
+constexpr int smem_bytes(int warps) {
+    return kSumsBytes + kStages * warps * kWarp * kSlotBytes;
+}
 
 struct SkinnyArgs {
     const uint8_t* codes;
@@ -69,15 +80,23 @@ struct SkinnyArgs {
     int64_t n, k;
     int kblocks;      // ceil(k / 256)
     int cluster;      // CTAs per cluster (its ranks split the k-blocks)
-    int round_tiles;  // tiles per round: <= 8 and 16 * round_tiles <= threads of a cluster
+    int round_tiles;  // tiles per round: <= 8, dividing 2 * cluster * warps per CTA
     bool prefetch;    // read the first tiles' weights, scales and bias before pdl_wait()
     ProductOut out;
 };
 
-// A lane's 16 bytes of rows g and g + 8 of one tile.
-struct RowPair {
-    uint4 lo, hi;
-};
+// 16 bytes from global src to shared dst, or 16 zero bytes when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 __device__ __forceinline__ void sync_cluster_or_block(int cluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -102,10 +121,11 @@ __device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, 
 
 template <bool kTwo>
 __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
-    __shared__ int32_t sums[kBuffers][kMaxRoundTiles * kTileStride];
+    extern __shared__ __align__(16) unsigned char smem[];
+    int32_t* const sums = reinterpret_cast<int32_t*>(smem);  // [kBuffers][kMaxRoundTiles * kTileStride]
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
     const int g = lane / 4, t = lane % 4;
-    const int C = a.cluster, W = static_cast<int>(blockDim.x) / kWarp;
+    const int C = a.cluster, T = static_cast<int>(blockDim.x), W = T / kWarp;
     const int rank = static_cast<int>(blockIdx.x) % C;
     const int64_t cluster_id = blockIdx.x / C, clusters = gridDim.x / C;
     const int kb = rank * W + warp;
@@ -117,40 +137,48 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     const uint8_t* wp = a.codes + col0 / fmt::kTern2CodesPerByte;
     auto tile_row0 = [&](int64_t i) { return (cluster_id + i * clusters) * kTileRows; };
 
-    auto load = [&](int64_t i) {
-        RowPair p{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    // The lane's ring slots: stage s at slot_base + s * stage_bytes.
+    const uint32_t slot_base =
+        static_cast<uint32_t>(__cvta_generic_to_shared(smem + kSumsBytes)) + static_cast<uint32_t>(tid) * kSlotBytes;
+    const uint32_t stage_bytes = static_cast<uint32_t>(T) * kSlotBytes;
+    const unsigned char* slot_ptr = smem + kSumsBytes + tid * kSlotBytes;
+    // Copies tile i's rows g, g + 8 into stage i % kStages; one commit group per tile, empty past
+    // the last tile, so that wait_group counts tiles.
+    auto issue = [&](int64_t i) {
         if (piece && i < my_tiles) {
+            const uint32_t dst = slot_base + static_cast<uint32_t>(i % kStages) * stage_bytes;
             const int64_t row = tile_row0(i) + g;
-            if (row < a.n) p.lo = load_weights(wp + row * row_bytes);
-            if (row + 8 < a.n) p.hi = load_weights(wp + (row + 8) * row_bytes);
+            cp_async16(dst, row < a.n ? wp + row * row_bytes : a.codes, row < a.n);
+            cp_async16(dst + 16, row + 8 < a.n ? wp + (row + 8) * row_bytes : a.codes, row + 8 < a.n);
         }
-        return p;
+        cp_async_commit();
     };
-    // The epilogue: cluster thread q = rank * blockDim + tid < 16 * round_tiles finishes row
-    // q % 16 of the round's tile q / 16.
-    const int q = rank * static_cast<int>(blockDim.x) + tid;
-    const bool epilogue_thread = q < kTileRows * a.round_tiles;
-    const int e_tile = q / kTileRows, e_row = q % kTileRows;
+
+    // The epilogue: cluster thread q finishes row q % rows_per_round of the round for tokens
+    // q / rows_per_round, + token_step, ... (< m).
+    const int q = rank * T + tid;
+    const int rows_per_round = kTileRows * a.round_tiles;
+    const int e_tile = (q % rows_per_round) / kTileRows, e_row = q % kTileRows;
+    const int u0 = q / rows_per_round, token_step = C * T / rows_per_round;
     float ws = 0.0f, bias = 0.0f;
     auto load_epilogue = [&](int64_t r0) {
-        if (!epilogue_thread || a.out.y == nullptr || r0 + e_tile >= my_tiles) return;
+        if (u0 >= a.m || a.out.y == nullptr || r0 + e_tile >= my_tiles) return;
         const int64_t j = tile_row0(r0 + e_tile) + e_row;
         if (j >= a.n) return;
         ws = __ldg(detail::epilogue_w_scale(a.out, j, 1));
         if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
     };
 
-    RowPair ring0{}, ring1{};
     if (a.prefetch) {
-        ring0 = load(0);
-        ring1 = load(1);
+#pragma unroll
+        for (int i = 0; i < kStages - 1; ++i) issue(i);
         load_epilogue(0);
     }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
     if (!a.prefetch) {
-        ring0 = load(0);
-        ring1 = load(1);
+#pragma unroll
+        for (int i = 0; i < kStages - 1; ++i) issue(i);
         load_epilogue(0);
     }
 
@@ -166,29 +194,30 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             if constexpr (kTwo) permute_x(ok1 ? __ldg(p1 + w) : make_uint4(0, 0, 0, 0), x1 + 4 * w);
         }
     }
-    for (int i = tid; i < kBuffers * kMaxRoundTiles * kTileStride; i += static_cast<int>(blockDim.x))
-        (&sums[0][0])[i] = 0;
+    for (int i = tid; i < kBuffers * kMaxRoundTiles * kTileStride; i += T) sums[i] = 0;
     __syncthreads();
 
     int buf = 0;
     for (int64_t r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
         const int64_t r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
-        int32_t* s = sums[buf];
+        int32_t* s = sums + buf * (kMaxRoundTiles * kTileStride);
         for (int64_t i = r0; i < r1; ++i) {
-            const RowPair w = ring0;
-            ring0 = ring1;
-            ring1 = load(i + 2);
+            issue(i + kStages - 1);  // into the stage tile i - 1 used
+            cp_async_wait<kStages - 1>();  // this lane's copies of tile i have landed
+            const unsigned char* slot = slot_ptr + (i % kStages) * stage_bytes;
+            const uint4 lo = *reinterpret_cast<const uint4*>(slot);
+            const uint4 hi = *reinterpret_cast<const uint4*>(slot + 16);
             int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
 #pragma unroll
             for (int v = 0; v < 4; ++v) {
-                uint32_t lo[4], hi[4];
-                decode_word(word(w.lo, v), lo);
-                decode_word(word(w.hi, v), hi);
-                mma_s8(d0, lo[0], hi[0], lo[1], hi[1], x0[4 * v], x0[4 * v + 1]);
-                mma_s8(d0, lo[2], hi[2], lo[3], hi[3], x0[4 * v + 2], x0[4 * v + 3]);
+                uint32_t rlo[4], rhi[4];
+                decode_word(word(lo, v), rlo);
+                decode_word(word(hi, v), rhi);
+                mma_s8(d0, rlo[0], rhi[0], rlo[1], rhi[1], x0[4 * v], x0[4 * v + 1]);
+                mma_s8(d0, rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
                 if constexpr (kTwo) {
-                    mma_s8(d1, lo[0], hi[0], lo[1], hi[1], x1[4 * v], x1[4 * v + 1]);
-                    mma_s8(d1, lo[2], hi[2], lo[3], hi[3], x1[4 * v + 2], x1[4 * v + 3]);
+                    mma_s8(d1, rlo[0], rhi[0], rlo[1], rhi[1], x1[4 * v], x1[4 * v + 1]);
+                    mma_s8(d1, rlo[2], rhi[2], rlo[3], rhi[3], x1[4 * v + 2], x1[4 * v + 3]);
                 }
             }
             if (kb < a.kblocks) {
@@ -207,13 +236,17 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             }
         }
         sync_cluster_or_block(C);
-        if (epilogue_thread && r0 + e_tile < r1) {
+        if (r0 + e_tile < r1) {
             const int64_t j = tile_row0(r0 + e_tile) + e_row;
             if (j < a.n) {
-                for (int u = 0; u < a.m; ++u) {
+                for (int u = u0; u < a.m; u += token_step) {
                     const int off = e_tile * kTileStride + u * kTokenStride + e_row;
+                    int32_t part[kMaxCluster];
+#pragma unroll
+                    for (int c = 0; c < kMaxCluster; ++c) part[c] = c < C ? peer_buffer(s, c, rank)[off] : 0;
                     int32_t acc = 0;
-                    for (int c = 0; c < C; ++c) acc += peer_buffer(s, c, rank)[off];
+#pragma unroll
+                    for (int c = 0; c < kMaxCluster; ++c) acc += part[c];
                     if (a.out.acc != nullptr) {
                         a.out.acc[u * a.n + j] = acc;
                     } else {
@@ -227,9 +260,10 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         }
         load_epilogue(r1);
         // The previous round's buffer: every peer read it before this round's synchronisation.
-        int32_t* old = sums[(buf + kBuffers - 1) % kBuffers];
-        for (int i = tid; i < kMaxRoundTiles * kTileStride; i += static_cast<int>(blockDim.x)) old[i] = 0;
+        int32_t* old = sums + ((buf + kBuffers - 1) % kBuffers) * (kMaxRoundTiles * kTileStride);
+        for (int i = tid; i < kMaxRoundTiles * kTileStride; i += T) old[i] = 0;
     }
+    cp_async_wait<0>();
     if (C > 1) sync_cluster_or_block(C);  // peers may still read this CTA's buffers
 }
 
@@ -262,16 +296,20 @@ int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
         const auto it = cache.find(key);
         if (it != cache.end()) return it->second;
     }
+    // The kernel's dynamic shared memory limit, raised once to what the largest CTA needs.
+    TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kMaxWarps)));
+    const size_t smem = static_cast<size_t>(smem_bytes(geo.warps));
     int64_t clusters = 0;
     if (geo.cluster == 1) {
         int sms = 0, per_sm = 0;
         TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, 0));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, smem));
         clusters = int64_t{sms} * std::max(per_sm, 1);
     } else {
         cudaLaunchConfig_t config = {};
         config.gridDim = dim3(static_cast<unsigned>(geo.cluster));
         config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+        config.dynamicSmemBytes = smem;
         cudaLaunchAttribute attribute[1] = {};
         attribute[0].id = cudaLaunchAttributeClusterDimension;
         attribute[0].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
@@ -296,6 +334,7 @@ void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
     config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+    config.dynamicSmemBytes = static_cast<size_t>(smem_bytes(geo.warps));
     config.stream = stream;
     cudaLaunchAttribute attribute[2] = {};
     int attributes = 0;
@@ -354,7 +393,15 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     a.k = w.k;
     a.kblocks = static_cast<int>(fmt::ceil_div(w.k, kBlockCols));
     a.cluster = geo.cluster;
-    a.round_tiles = std::min(kMaxRoundTiles, geo.cluster * geo.warps * kWarp / kTileRows);
+    // The largest round (<= 8 tiles) whose rows divide the cluster's threads: each thread then
+    // finishes one row of every round.
+    a.round_tiles = 1;
+    for (int r = kMaxRoundTiles; r >= 1; --r) {
+        if ((2 * geo.cluster * geo.warps) % r == 0) {
+            a.round_tiles = r;
+            break;
+        }
+    }
     a.prefetch = w.pdl;
     a.out = out;
     if (m > 8) {

@@ -3,8 +3,8 @@
 // against the CPU references over a shape table (m = 1..8, odd and partial row tiles, k at and off
 // the 256-column k-block, one group and groups of 256 / 512, a single k-block, more warps than
 // k-blocks), and its own contract rules on the host. The streaming kernels that the path runs for
-// m = 1 (dp4a) and for m = 2..16 with one scale group (skinny) have their own tests
-// (test_tern2_gemv_dp4a.cpp, test_tern2_skinny.cpp).
+// one scale group (skinny) and for m = 1 with several (dp4a) have their own tests
+// (test_tern2_skinny.cpp, test_tern2_gemv_dp4a.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,7 +87,8 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_EQ(tern2_gemv_rejects(tern2(4, 512, codes), x, 1, 64), "");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 1, 64), "dp4a");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 256), "mma");
-    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "mma");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "skinny");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32832, codes), x, 1, 32832), "mma");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 64), "");
     EXPECT_THAT(tern2_gemv_rejects(tern2(4, 512, codes), x, 3, 64), HasSubstr("multiple of 256"));
     // One scale group, m = 2..16: the streaming tensor-core kernel (kernels/tern2_skinny.h).

@@ -60,15 +60,17 @@ TEST_F(Tern2GemvDp4a, ExtremeCodesAndXStayExact) {
     trit::gputest::check_product_case(c, trit::kernels::tern2_gemv_dp4a);
 }
 
-TEST_F(Tern2GemvDp4a, TheGemvPathRunsItForOneAndTwoTokens) {
-    for (int64_t m : {1, 2}) {
-        ProductCase c;
-        c.format = Format::kTern2;
-        c.m = m, c.n = 96, c.k = 4096, c.group = 4096;
-        c.seed = 7 + static_cast<uint64_t>(m);
-        trit::gputest::check_product_case(c, ProductPath::kAuto);
-        trit::gputest::check_product_case(c, ProductPath::kGemv);
-    }
+TEST_F(Tern2GemvDp4a, TheGemvPathRunsItForOneTokenWithScaleGroups) {
+    // One scale group goes to the streaming tensor-core kernel (test_tern2_skinny.cpp).
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(trit::gputest::tern2_weights(96, 4096, codes), x, 1, 1024), "dp4a");
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 1, c.n = 96, c.k = 4096, c.group = 1024;
+    c.seed = 8;
+    trit::gputest::check_product_case(c, ProductPath::kAuto);
+    trit::gputest::check_product_case(c, ProductPath::kGemv);
 }
 
 PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {

@@ -197,10 +197,11 @@ std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int6
 
 namespace {
 
-// The streaming tensor-core kernel runs every m it takes (one scale group): on the H100 it measured
-// faster than the dp4a kernel at m = 1 and than the mma GEMV at m = 2..8 (docs/BENCHMARKS.md).
+// The streaming tensor-core kernel runs the calls it takes (one scale group), but for m = 1 only
+// when one CTA spans k (k <= 4096): on the H100 it measured faster than the mma GEMV at m = 2..8
+// and than the dp4a kernel at m = 1, except where it needs clusters (docs/BENCHMARKS.md).
 bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return tern2_skinny_rejects(w, x, m, group).empty();
+    return (m > 1 || !tern2_skinny_needs_cluster(w.k)) && tern2_skinny_rejects(w, x, m, group).empty();
 }
 
 // The dp4a kernel runs the m = 1 calls the streaming kernel declines (several scale groups): at

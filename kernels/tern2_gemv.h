@@ -1,8 +1,9 @@
 // tern2 x int8 GEMV for 1..16 tokens: the "gemv" path of the dispatch table. It runs the streaming
-// tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768) when it takes the call,
-// else for m = 1 the streaming dp4a GEMV (kernels/tern2_gemv_dp4a.h: scale groups of 64 * 2^e
-// columns, k <= 16384), and otherwise the GEMV on the int8 tensor cores (mma.sync m16n8k32), whose
-// rules are the products' shared contract (kernels/product.h) and:
+// tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
+// k <= 4096) when it takes the call, else for m = 1 the streaming dp4a GEMV
+// (kernels/tern2_gemv_dp4a.h: k <= 16384, scale groups of 64 * 2^e columns), and otherwise the
+// GEMV on the int8 tensor cores (mma.sync m16n8k32), whose rules are the products' shared contract
+// (kernels/product.h) and:
 //   - m <= 8 (the tokens are the mma's n = 8 columns; unused ones are zero);
 //   - k % 64 == 0, so every row is a whole number of 16-byte chunks of 64 weights;
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are);

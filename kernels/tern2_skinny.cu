@@ -6,12 +6,12 @@
 // kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster, C = ceil(k-blocks / 16)); lane
 // (g, t) = (lane / 4, lane % 4) owns columns 64 t .. 64 t + 63 of it: 16 bytes of every row, and x
 // of tokens g and g + 8 over those columns (permuted for the decode, 32 registers). A cluster walks
-// tiles of 16 rows (tile = cluster id, + clusters, ...). Per tile a lane copies its 16 bytes of
-// rows g and g + 8 into its own slot of a kStages-deep shared-memory ring (cp.async, zero-filled
-// past n), kStages - 1 tiles ahead: ~(kStages - 1) * 16 KB per SM in flight at no register cost,
-// and no barrier, since a lane only reads what it copied. It decodes them (kernels/tern2_mma.cuh:
-// 9 integer instructions per 16 weights) into the A operand of mma.sync m16n8k32: weights as the
-// 16 rows, tokens as the 8 columns of B, two mmas per k step when m > 8.
+// tiles of 16 rows (tile = cluster id, + clusters, ...). Per tile a lane loads its 16 bytes of
+// rows g and g + 8 into registers kDepth tiles ahead (kDepth = 3, or 2 when m > 8 and x takes 32
+// more registers), decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights)
+// into the A operand of mma.sync m16n8k32: weights as the 16 rows, tokens as the 8 columns of B,
+// two mmas per k step when m > 8. (A 6-tile cp.async ring in shared memory in place of the
+// registers measured slower on the H100: 12.7 vs 8.8 us at 14336 x 4096, m = 2.)
 //
 // Sums. A warp's 16 x 16 tile partial goes into its CTA's round buffer with shared int32 atomics
 // (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so 16 R divides the cluster's
@@ -59,19 +59,11 @@ constexpr int kMaxCluster = 8;         // portable cluster size
 static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
 constexpr int kMaxRoundTiles = 8;
 constexpr int kBuffers = 3;
-constexpr int kStages = 6;             // the weights' shared-memory ring, per lane
-constexpr int kSlotBytes = 32;         // a lane's slot of one stage: 16 bytes of rows g and g + 8
 // A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words, so
 // that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp:
 // 32 consecutive rows of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
 constexpr int kTileStride = 336;
-constexpr int kSumsBytes = kBuffers * kMaxRoundTiles * kTileStride * 4;
-
-// Dynamic shared memory of a CTA of `warps` warps: the round buffers, then the ring.
-constexpr int smem_bytes(int warps) {
-    return kSumsBytes + kStages * warps * kWarp * kSlotBytes;
-}
 
 struct SkinnyArgs {
     const uint8_t* codes;
@@ -85,18 +77,10 @@ struct SkinnyArgs {
     ProductOut out;
 };
 
-// 16 bytes from global src to shared dst, or 16 zero bytes when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+// A lane's 16 bytes of rows g and g + 8 of one tile.
+struct RowPair {
+    uint4 lo, hi;
+};
 
 __device__ __forceinline__ void sync_cluster_or_block(int cluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -121,8 +105,8 @@ __device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, 
 
 template <bool kTwo>
 __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
-    extern __shared__ __align__(16) unsigned char smem[];
-    int32_t* const sums = reinterpret_cast<int32_t*>(smem);  // [kBuffers][kMaxRoundTiles * kTileStride]
+    __shared__ int32_t sums[kBuffers * kMaxRoundTiles * kTileStride];
+    constexpr int kDepth = kTwo ? 2 : 3;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
     const int g = lane / 4, t = lane % 4;
     const int C = a.cluster, T = static_cast<int>(blockDim.x), W = T / kWarp;
@@ -137,21 +121,14 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     const uint8_t* wp = a.codes + col0 / fmt::kTern2CodesPerByte;
     auto tile_row0 = [&](int64_t i) { return (cluster_id + i * clusters) * kTileRows; };
 
-    // The lane's ring slots: stage s at slot_base + s * stage_bytes.
-    const uint32_t slot_base =
-        static_cast<uint32_t>(__cvta_generic_to_shared(smem + kSumsBytes)) + static_cast<uint32_t>(tid) * kSlotBytes;
-    const uint32_t stage_bytes = static_cast<uint32_t>(T) * kSlotBytes;
-    const unsigned char* slot_ptr = smem + kSumsBytes + tid * kSlotBytes;
-    // Copies tile i's rows g, g + 8 into stage i % kStages; one commit group per tile, empty past
-    // the last tile, so that wait_group counts tiles.
-    auto issue = [&](int64_t i) {
+    auto load = [&](int64_t i) {
+        RowPair p{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
         if (piece && i < my_tiles) {
-            const uint32_t dst = slot_base + static_cast<uint32_t>(i % kStages) * stage_bytes;
             const int64_t row = tile_row0(i) + g;
-            cp_async16(dst, row < a.n ? wp + row * row_bytes : a.codes, row < a.n);
-            cp_async16(dst + 16, row + 8 < a.n ? wp + (row + 8) * row_bytes : a.codes, row + 8 < a.n);
+            if (row < a.n) p.lo = load_weights(wp + row * row_bytes);
+            if (row + 8 < a.n) p.hi = load_weights(wp + (row + 8) * row_bytes);
         }
-        cp_async_commit();
+        return p;
     };
 
     // The epilogue: cluster thread q finishes row q % rows_per_round of the round for tokens
@@ -169,16 +146,17 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
     };
 
+    RowPair ring[kDepth];
     if (a.prefetch) {
 #pragma unroll
-        for (int i = 0; i < kStages - 1; ++i) issue(i);
+        for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
         load_epilogue(0);
     }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
     if (!a.prefetch) {
 #pragma unroll
-        for (int i = 0; i < kStages - 1; ++i) issue(i);
+        for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
         load_epilogue(0);
     }
 
@@ -202,11 +180,10 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         const int64_t r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
         int32_t* s = sums + buf * (kMaxRoundTiles * kTileStride);
         for (int64_t i = r0; i < r1; ++i) {
-            issue(i + kStages - 1);  // into the stage tile i - 1 used
-            cp_async_wait<kStages - 1>();  // this lane's copies of tile i have landed
-            const unsigned char* slot = slot_ptr + (i % kStages) * stage_bytes;
-            const uint4 lo = *reinterpret_cast<const uint4*>(slot);
-            const uint4 hi = *reinterpret_cast<const uint4*>(slot + 16);
+            const uint4 lo = ring[0].lo, hi = ring[0].hi;
+#pragma unroll
+            for (int d = 0; d + 1 < kDepth; ++d) ring[d] = ring[d + 1];
+            ring[kDepth - 1] = load(i + kDepth);
             int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
 #pragma unroll
             for (int v = 0; v < 4; ++v) {
@@ -263,7 +240,6 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         int32_t* old = sums + ((buf + kBuffers - 1) % kBuffers) * (kMaxRoundTiles * kTileStride);
         for (int i = tid; i < kMaxRoundTiles * kTileStride; i += T) old[i] = 0;
     }
-    cp_async_wait<0>();
     if (C > 1) sync_cluster_or_block(C);  // peers may still read this CTA's buffers
 }
 
@@ -296,20 +272,16 @@ int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
         const auto it = cache.find(key);
         if (it != cache.end()) return it->second;
     }
-    // The kernel's dynamic shared memory limit, raised once to what the largest CTA needs.
-    TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kMaxWarps)));
-    const size_t smem = static_cast<size_t>(smem_bytes(geo.warps));
     int64_t clusters = 0;
     if (geo.cluster == 1) {
         int sms = 0, per_sm = 0;
         TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, smem));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, 0));
         clusters = int64_t{sms} * std::max(per_sm, 1);
     } else {
         cudaLaunchConfig_t config = {};
         config.gridDim = dim3(static_cast<unsigned>(geo.cluster));
         config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
-        config.dynamicSmemBytes = smem;
         cudaLaunchAttribute attribute[1] = {};
         attribute[0].id = cudaLaunchAttributeClusterDimension;
         attribute[0].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
@@ -334,7 +306,6 @@ void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
     config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
-    config.dynamicSmemBytes = static_cast<size_t>(smem_bytes(geo.warps));
     config.stream = stream;
     cudaLaunchAttribute attribute[2] = {};
     int attributes = 0;

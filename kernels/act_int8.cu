@@ -1,12 +1,14 @@
 // CUDA int8 per-token absmax activation quantization, bit-exact with act_int8_quantize_ref.
 // One block per row: pass 1 reduces max |x| (warp shuffles, then one float per warp in shared
-// memory), pass 2 re-reads the row (now in L1/L2) and writes codes. No LibTorch here.
+// memory), pass 2 writes codes from the values pass 1 kept in registers (rows longer than the
+// block's registers hold are read again, from L1/L2). No LibTorch here.
 #include "kernels/act_int8.h"
 
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/act_int8.h"
 #include "core/error.h"
@@ -66,15 +68,34 @@ __global__ void __launch_bounds__(kMaxThreads)
     const int64_t n = kVec ? cols / 4 : cols;
     const auto* xv = reinterpret_cast<const float4*>(xr);
 
-    float amax = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    // A row of at most kUnitsPerThread units per thread (cols <= 16384 with float4, the launcher's
+    // block size) is read once, all of a thread's loads in flight together, and stays in
+    // registers for pass 2: one memory latency instead of one per unit. Longer rows loop.
+    const int64_t T = blockDim.x;
+    const bool in_registers = n <= kUnitsPerThread * T;
+    using Unit = std::conditional_t<kVec, float4, float>;
+    Unit v[kUnitsPerThread];
+    auto load = [&](int64_t i) -> Unit {
         if constexpr (kVec) {
-            const float4 v = xv[i];
-            amax = fmaxf(amax, fmaxf(fmaxf(abs_or_inf(v.x), abs_or_inf(v.y)),
-                                     fmaxf(abs_or_inf(v.z), abs_or_inf(v.w))));
+            return i < n ? xv[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         } else {
-            amax = fmaxf(amax, abs_or_inf(xr[i]));
+            return i < n ? xr[i] : 0.0f;
         }
+    };
+    auto unit_max = [](const Unit& u) {
+        if constexpr (kVec) {
+            return fmaxf(fmaxf(abs_or_inf(u.x), abs_or_inf(u.y)), fmaxf(abs_or_inf(u.z), abs_or_inf(u.w)));
+        } else {
+            return abs_or_inf(u);
+        }
+    };
+
+    float amax = 0.0f;
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += kUnitsPerThread * T) {
+#pragma unroll
+        for (int u = 0; u < kUnitsPerThread; ++u) v[u] = load(i0 + u * T);
+#pragma unroll
+        for (int u = 0; u < kUnitsPerThread; ++u) amax = fmaxf(amax, unit_max(v[u]));
     }
     amax = block_max(amax, partial);
 
@@ -85,17 +106,24 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (threadIdx.x == 0)
         scale[row] = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
 
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        if constexpr (kVec) {
-            char4 c = make_char4(0, 0, 0, 0);
-            if (finite) {
-                const float4 v = xv[i];
-                c = make_char4(quantize_one(v.x, qs), quantize_one(v.y, qs), quantize_one(v.z, qs),
-                               quantize_one(v.w, qs));
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += kUnitsPerThread * T) {
+        if (!in_registers) {
+#pragma unroll
+            for (int u = 0; u < kUnitsPerThread; ++u) v[u] = load(i0 + u * T);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnitsPerThread; ++u) {
+            const int64_t i = i0 + u * T;
+            if (i >= n) break;
+            if constexpr (kVec) {
+                char4 c = make_char4(0, 0, 0, 0);
+                if (finite)
+                    c = make_char4(quantize_one(v[u].x, qs), quantize_one(v[u].y, qs),
+                                   quantize_one(v[u].z, qs), quantize_one(v[u].w, qs));
+                reinterpret_cast<char4*>(qr)[i] = c;
+            } else {
+                qr[i] = finite ? quantize_one(v[u], qs) : 0;
             }
-            reinterpret_cast<char4*>(qr)[i] = c;
-        } else {
-            qr[i] = finite ? quantize_one(xr[i], qs) : 0;
         }
     }
 }

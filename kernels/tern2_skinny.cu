@@ -3,8 +3,7 @@
 //
 // Layout. The weights are read once, so each lane owns a fixed piece of every row and keeps the
 // matching x in registers for the whole kernel. Warp w of cluster rank c owns the k-block
-// kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster: C = ceil(k-blocks / 16), doubled
-// on a 9.0 device while the grid would have fewer than 2 CTAs per SM, up to 8); lane
+// kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster, C = ceil(k-blocks / 16)); lane
 // (g, t) = (lane / 4, lane % 4) owns columns 64 t .. 64 t + 63 of it: 16 bytes of every row, and x
 // of tokens g and g + 8 over those columns (permuted for the decode, 32 registers). A cluster walks
 // tiles of 16 rows (tile = cluster id, + clusters, ...). Per tile a lane loads its 16 bytes of
@@ -252,15 +251,9 @@ struct Geometry {
     int cluster, warps;
 };
 
-// The fewest CTAs per cluster that hold k's k-blocks (16 warps each); with `sms` > 0 (a device that
-// has clusters), doubled while the grid would have fewer than two CTAs per SM (few 16-row tiles),
-// so that small layers spread over the GPU.
-Geometry geometry(int64_t n, int64_t k, int64_t sms) {
+Geometry geometry(int64_t k) {
     const int64_t kblocks = fmt::ceil_div(k, kBlockCols);
-    int64_t cluster = fmt::ceil_div(kblocks, int64_t{kMaxWarps});
-    const int64_t tiles = fmt::ceil_div(n, int64_t{kTileRows});
-    while (sms > 0 && tiles * cluster < 2 * sms && 2 * cluster <= std::min<int64_t>(kMaxCluster, kblocks))
-        cluster *= 2;
+    const int64_t cluster = fmt::ceil_div(kblocks, int64_t{kMaxWarps});
     return {static_cast<int>(cluster), static_cast<int>(fmt::ceil_div(kblocks, cluster))};
 }
 
@@ -346,7 +339,7 @@ std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_
 }
 
 bool tern2_skinny_needs_cluster(int64_t k) {
-    return geometry(1, k, 0).cluster > 1;
+    return geometry(k).cluster > 1;
 }
 
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
@@ -354,14 +347,15 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     check_product("tern2_skinny", w, x, m, group, out);
     const std::string no = tern2_skinny_rejects(w, x, m, group);
     TRIT_CHECK(no.empty(), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    int device = 0, major = 0, sms = 0;
-    TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    TRIT_CHECK(major >= 9 || !tern2_skinny_needs_cluster(w.k), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): k > 4096 runs as thread block clusters, which need compute capability "
-               ">= 9.0 (the device has ", major, ".x)");
-    const Geometry geo = geometry(w.n, w.k, major >= 9 ? sms : 0);
+    const Geometry geo = geometry(w.k);
+    if (geo.cluster > 1) {
+        int device = 0, major = 0;
+        TRIT_CUDA_CHECK(cudaGetDevice(&device));
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        TRIT_CHECK(major >= 9, "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+                   "): k > 4096 runs as thread block clusters, which need compute capability >= 9.0 "
+                   "(the device has ", major, ".x)");
+    }
     SkinnyArgs a{};
     a.codes = w.a;
     a.x = x;

@@ -9,8 +9,7 @@
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are).
 // n is free. When k needs more than one CTA (k > 4096), the CTAs form a thread block cluster and
 // add their partial sums through distributed shared memory: compute capability 9.0 or newer,
-// which tern2_skinny_needs_cluster tells and the launcher checks (an error naming the shape). On
-// such a device a layer with few rows also splits k over a cluster, to fill the GPU.
+// which tern2_skinny_needs_cluster tells and the launcher checks (an error naming the shape).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,8 +1,10 @@
-// GPU tests of the tern24 GEMV (kernels/tern24_gemv.h): int32 accumulators and fused epilogue
+// GPU tests of the tern24 GEMV path (kernels/tern24_gemv.h): the warp-per-row kernel run alone
+// (tern24_gemv_warp) and the path through the dispatcher, int32 accumulators and fused epilogue
 // bit-exact against the CPU references over a shape table (m = 1, 2, 3, 8; n = 1 .. 2560 with odd
 // n; k from one 128-column chunk to more than two chunks per lane; group = k, 32, 64, 128, 384 and
-// larger than k; x over the full int8 range, -128 included), auto dispatch, and its contract rules
-// on the host (each rule rejected with m, n, k and group in the message).
+// larger than k; x over the full int8 range, -128 included), auto dispatch, and the path's
+// contract rules on the host (each rule rejected with m, n, k and group in the message). The
+// streaming kernel that the path runs for m <= 2 has its own tests (test_tern24_gemv_stream.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +47,8 @@ TEST_F(Tern24Gemv, MatchesTheReferenceOverTheShapeTable) {
         c.seed = ++seed;
         c.per_tensor_scale = seed % 2 == 0;
         c.bias = seed % 3 != 0;
+        trit::gputest::check_product_case(c, trit::kernels::tern24_gemv_warp);
+        if (::testing::Test::HasFailure()) return;
         trit::gputest::check_product_case(c, ProductPath::kGemv);
     }
 }
@@ -137,6 +141,23 @@ TEST(Tern24GemvContract, RejectsEachRuleNamingTheShape) {
     expect_rule(tern24(4, 1 << 18, g_mask, g_signs), g_x, 8, 1 << 18, "must fit");
     // check_product's rules come first.
     expect_rule(tern24(4, 256, g_mask, nullptr), g_x, 1, 256, "tern24 needs its signs array", /*own=*/false);
+}
+
+// The warp kernel alone names itself; its rules are the path's for m > 2.
+TEST(Tern24GemvContract, TheWarpKernelAloneRejectsNamingItself) {
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    EXPECT_EQ(trit::kernels::tern24_gemv_warp_rejects(tern24(4, 256, g_mask, g_signs), g_x, 1, 64),
+              "");
+    try {
+        trit::kernels::tern24_gemv_warp(tern24(4, 256, g_mask, g_signs), g_x, 9, 256, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(
+            e.what(),
+            HasSubstr("tern24_gemv_warp (tern24, m=9, n=4, k=256, group=256): m must be in 1..8"));
+    }
 }
 
 TEST(Tern24GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {

@@ -415,10 +415,8 @@ class ShapeBench {
         const kn::ProductPath taken = path == kn::ProductPath::kAuto
                                           ? kn::choose_path(w.weights(0), x, m, w.group, &why)
                                           : path;
-        const bool fused = with_act && kn::product_quantizes_x(w.weights(0), reinterpret_cast<const float*>(x_f32_.at(0)),
-                                                               m, w.group, path);
-        KernelRow r = row(with_act ? "act_int8+product" : "product", w.id.name(),
-                          fused ? "fused" : kn::path_name(taken), m);
+        KernelRow r =
+            row(with_act ? "act_int8+product" : "product", w.id.name(), kn::path_name(taken), m);
         const double dm = static_cast<double>(m), dn = static_cast<double>(w.n),
                      dk = static_cast<double>(w.k);
         r.bytes = w.weight_bytes + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
@@ -428,19 +426,16 @@ class ShapeBench {
         if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
+            if (with_act)
+                kn::act_int8_quantize(reinterpret_cast<const float*>(x_f32_.at(i)), m, w.k,
+                                      in.q->as<int8_t>(), in.q_scale->as<float>(), stream);
             kn::ProductOut out;
             out.y = in.y_f32->as<float>();
             out.w_scale = w.w_scale(i);
             out.w_scale_rows = w.n;
             out.x_scale = x_scale;
             out.x_scale_rows = m;
-            if (with_act) {
-                // Quantize and multiply as the runtime does: one kernel where one takes float x.
-                kn::product_from_float(w.weights(i), reinterpret_cast<const float*>(x_f32_.at(i)), m, w.group, out,
-                                       in.q_scale->as<float>(), in.q->as<int8_t>(), stream, path);
-            } else {
-                kn::product(w.weights(i), x, m, w.group, out, stream, path);
-            }
+            kn::product(w.weights(i), x, m, w.group, out, stream, path);
         });
         // Auto falling back to generic is worth saying why (a fast kernel's contract declined).
         if (r.note.empty() && taken == kn::ProductPath::kGeneric &&

@@ -11,7 +11,6 @@
 #include <type_traits>
 
 #include "core/act_int8.h"
-#include "kernels/act_int8.cuh"
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
@@ -20,15 +19,26 @@
 namespace trit::kernels {
 namespace {
 
-using act8::abs_max4;
-using act8::abs_or_inf;
-using act8::quantize_one;
-
 constexpr int kWarp = 32;
 constexpr int kMaxThreads = 1024;
 // Loads (float4 or float) per thread: amortizes the reduction, and a short row gets a small
 // block instead of 1024 mostly idle threads.
 constexpr int64_t kUnitsPerThread = 4;
+
+// NaN and +-Inf map to +Inf (a NaN compares false), as in the reference: one max reduction
+// yields both the absmax and whether the row is non-finite. fmaxf is exact, so any reduction
+// order gives the reference's value.
+__device__ __forceinline__ float abs_or_inf(float v) {
+    const float a = fabsf(v);
+    return a <= FLT_MAX ? a : __int_as_float(0x7f800000);
+}
+
+// __fmul_rn is never contracted into an FMA and __float2int_rn rounds half to even, matching
+// nearbyintf on the host. Only called for finite rows, where |v * qs| <= 127.
+__device__ __forceinline__ signed char quantize_one(float v, float qs) {
+    const int i = __float2int_rn(__fmul_rn(v, qs));
+    return static_cast<signed char>(min(max(i, -128), 127));
+}
 
 // Max over the block, returned to every thread. Each warp reduces the per-warp partials itself,
 // so a single barrier suffices; `partial` is written once per block (one row per block).
@@ -74,7 +84,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     };
     auto unit_max = [](const Unit& u) {
         if constexpr (kVec) {
-            return abs_max4(u);
+            return fmaxf(fmaxf(abs_or_inf(u.x), abs_or_inf(u.y)), fmaxf(abs_or_inf(u.z), abs_or_inf(u.w)));
         } else {
             return abs_or_inf(u);
         }
@@ -90,10 +100,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     amax = block_max(amax, partial);
 
     // Non-finite row: codes 0, scale NaN (core/act_int8.h). The branch is block-uniform.
-    const act8::RowQuant rq = act8::row_quant(amax);
-    const bool finite = rq.finite;
-    const float qs = rq.qs;
-    if (threadIdx.x == 0) scale[row] = rq.scale;
+    const bool finite = amax <= FLT_MAX;
+    amax = fmaxf(amax, kAct8Eps);
+    const float qs = finite ? __fdiv_rn(127.0f, amax) : 0.0f;
+    if (threadIdx.x == 0)
+        scale[row] = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
 
     for (int64_t i0 = threadIdx.x; i0 < n; i0 += kUnitsPerThread * T) {
         if (!in_registers) {

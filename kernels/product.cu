@@ -10,11 +10,9 @@
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "exporters/formats/tern24.h"
-#include "kernels/act_int8.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/product_fast.h"
-#include "kernels/tern2_skinny.h"
 
 namespace trit::kernels {
 namespace {
@@ -214,23 +212,6 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     }
     TRIT_FAIL("product (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
               "): there is no ", path_name(path), " kernel for ", format_name(w.format));
-}
-
-bool product_quantizes_x(const PackedWeights& w, const float* x, int64_t m, int64_t group, ProductPath path) {
-    return path == ProductPath::kAuto && w.format == Format::kTern2 &&
-           tern2_skinny_fused_rejects(w, x, m, group).empty();
-}
-
-void product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group, ProductOut out,
-                        float* x_scale, int8_t* q, cudaStream_t stream, ProductPath path) {
-    if (product_quantizes_x(w, x, m, group, path)) return tern2_skinny_fused(w, x, m, group, out, x_scale, stream);
-    TRIT_CHECK(q != nullptr && x_scale != nullptr, "product_from_float (", format_name(w.format), ", m=", m,
-               ", n=", w.n, ", k=", w.k, ", group=", group,
-               "): no kernel quantizes x itself here, so q (m * k bytes) and x_scale (m floats) must be non-null");
-    act_int8_quantize(x, m, w.k, q, x_scale, stream);
-    out.x_scale = x_scale;
-    out.x_scale_rows = m;
-    product(w, q, m, group, out, stream, path);
 }
 
 }  // namespace trit::kernels

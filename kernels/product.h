@@ -83,18 +83,6 @@ ProductPath choose_path(const PackedWeights& w, const int8_t* x, int64_t m, int6
 void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream, ProductPath path = ProductPath::kAuto);
 
-// The product from float activations x (m, k): x quantized per token exactly as
-// act_int8_quantize does (kernels/act_int8.h; its scales into x_scale, m floats), then multiplied
-// as product(w, q, ...) with out.x_scale = x_scale, x_scale_rows = m (out's own x_scale is
-// ignored). One kernel quantizes and multiplies where product_quantizes_x says so (path kAuto and
-// a kernel that takes float input: tern2_skinny_fused, tern2, one scale group, m <= 4,
-// k <= 4096); otherwise act_int8_quantize writes the codes to q (m * k bytes; may be null only
-// when product_quantizes_x is true) and product() runs on `path`. Same results either way.
-bool product_quantizes_x(const PackedWeights& w, const float* x, int64_t m, int64_t group,
-                         ProductPath path = ProductPath::kAuto);
-void product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group, ProductOut out,
-                        float* x_scale, int8_t* q, cudaStream_t stream, ProductPath path = ProductPath::kAuto);
-
 // The generic kernels: any shape and group, every format, one thread per (i, j) output decoding
 // with the spec headers' helpers. The correctness baseline of the fast kernels and the fallback
 // for shapes they do not take; not fast.

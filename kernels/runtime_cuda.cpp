@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/quant_linear.h"
 #include "exporters/formats/tbits.h"
+#include "kernels/act_int8_torch.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
 #include "kernels/cuda_check.h"
@@ -184,21 +185,17 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
         torch::Tensor y = (acc * l.w_scale.unsqueeze(0)).sum(2);
         return l.bias.defined() ? y + l.bias : y;
     }
+    auto [q, sx] = act_int8_quantize(x);
     torch::Tensor y = torch::empty({m, l.out}, x.options());
     if (m == 0) return y;
-    // x quantized per token (act_int8) and multiplied, in one kernel where one takes float x.
-    const torch::Tensor xc = x.contiguous();
-    const float* xp = xc.data_ptr<float>();
-    torch::Tensor sx = torch::empty({m}, x.options());
-    torch::Tensor q;
-    if (!product_quantizes_x(l.w, xp, m, l.group)) q = torch::empty({m, l.in}, x.options().dtype(torch::kInt8));
     ProductOut out;
     out.y = y.data_ptr<float>();
     out.w_scale = l.w_scale.data_ptr<float>();
     out.w_scale_rows = l.w_scale.size(0);
+    out.x_scale = sx.data_ptr<float>();
+    out.x_scale_rows = m;
     out.bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
-    product_from_float(l.w, xp, m, l.group, out, sx.data_ptr<float>(), q.defined() ? q.data_ptr<int8_t>() : nullptr,
-                       current_stream(device_));
+    product(l.w, q.data_ptr<int8_t>(), m, l.group, out, current_stream(device_));
     return y;
 }
 

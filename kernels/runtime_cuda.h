@@ -1,11 +1,9 @@
 // The GPU runtime: runs a PackedModel (an exported HDF5 model, exporters/model_file.h) on a CUDA
 // device with the packed-weight kernels. The contract is the CPU reference runtime's
 // (exporters/runtime_cpu.h), layer for layer:
-//   - packed layers with int8 activations: kernels::product_from_float, i.e. act_int8
-//     quantization then kernels::product with the fused epilogue (the dispatcher picks the kernel
-//     by format and shape), in one kernel where one quantizes its own float input (tern2, one
-//     scale group, m <= 4, k <= 4096). Bit-exact with the CPU reference either way, so these
-//     layers give the CPU runtime's logits bit for bit;
+//   - packed layers with int8 activations: kernels::act_int8_quantize, then kernels::product with
+//     the fused epilogue (the dispatcher picks the kernel by format and shape). Both are bit-exact
+//     with the CPU reference, so these layers give the CPU runtime's logits bit for bit;
 //   - packed layers with ternary or bool (BWTA) activations and one per-tensor scale s_A: bin1
 //     weights with one scale group (tensor or channel) run the fused quantize + bit-pack
 //     (tbits_quantize_ternary / _bool) and the b1 tensor-core GEMM (bin1_gemm bin_tern / bool_bin)

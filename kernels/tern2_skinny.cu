@@ -34,7 +34,6 @@
 #include "core/error.h"
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
-#include "kernels/act_int8.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
@@ -76,9 +75,6 @@ struct SkinnyArgs {
     int round_tiles;  // tiles per round: <= 8, dividing 2 * cluster * warps per CTA
     bool prefetch;    // read the first tiles' weights, scales and bias before pdl_wait()
     ProductOut out;
-    // kFloat: x as float (m, k), quantized in the kernel; the scales also go to x_scale (m).
-    const float* xf;
-    float* x_scale;
 };
 
 // A lane's 16 bytes of rows g and g + 8 of one tile.
@@ -107,64 +103,7 @@ __device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, 
     return local;
 }
 
-// The fused int8 quantization of float x (m <= 4 tokens, one CTA spans k), as act_int8_quantize
-// computes it (kernels/act_int8.cuh): the CTA reduces each token's max |x| over the whole row
-// (float4 loads, all in flight, then warp and block maxima), lane g quantizes token g over its 64
-// columns (col0; < 0: none) into x0 in decode_word's order, and threads u < m leave token u's
-// scale in token_scale (CTA 0 also writes it to a.x_scale), for reading after the caller's next
-// barrier.
-__device__ void quantize_tokens(const SkinnyArgs& a, int tid, int T, int g, int64_t col0,
-                                float* token_scale, uint32_t* x0) {
-    constexpr int kM = static_cast<int>(kTern2SkinnyFusedMaxM);
-    constexpr int kUnits = 2;  // float4 per thread and token: k / 4 <= 1024 <= 2 * 512 threads
-    __shared__ float warp_max[kMaxWarps][kM];
-    const int64_t units = a.k / 4;
-    const auto* xf4 = reinterpret_cast<const float4*>(a.xf);
-    float4 v[kM][kUnits];
-#pragma unroll
-    for (int u = 0; u < kM; ++u)
-#pragma unroll
-        for (int i = 0; i < kUnits; ++i) {
-            const int64_t j = tid + int64_t{i} * T;
-            v[u][i] = u < a.m && j < units ? __ldg(xf4 + u * units + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-    const int lane = tid % kWarp, warp = tid / kWarp;
-#pragma unroll
-    for (int u = 0; u < kM; ++u) {
-        float mx = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kUnits; ++i) mx = fmaxf(mx, act8::abs_max4(v[u][i]));
-        for (int o = kWarp / 2; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        if (lane == 0) warp_max[warp][u] = mx;
-    }
-    __syncthreads();
-    auto token_quant = [&](int u) {
-        float mx = 0.0f;
-        for (int w = 0; w < T / kWarp; ++w) mx = fmaxf(mx, warp_max[w][u]);
-        return act8::row_quant(mx);
-    };
-    if (tid < a.m) {
-        const act8::RowQuant r = token_quant(tid);
-        token_scale[tid] = r.scale;
-        if (blockIdx.x == 0) a.x_scale[tid] = r.scale;
-    }
-    const bool mine = col0 >= 0 && g < a.m;
-    const act8::RowQuant r = mine ? token_quant(g) : act8::RowQuant{false, 0.0f, 0.0f};
-    const float4* p = xf4 + (g * a.k + (mine ? col0 : 0)) / 4;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        uint4 q = make_uint4(0, 0, 0, 0);
-        if (mine) {
-            q.x = act8::quantize4(__ldg(p + 4 * w), r);
-            q.y = act8::quantize4(__ldg(p + 4 * w + 1), r);
-            q.z = act8::quantize4(__ldg(p + 4 * w + 2), r);
-            q.w = act8::quantize4(__ldg(p + 4 * w + 3), r);
-        }
-        permute_x(q, x0 + 4 * w);
-    }
-}
-
-template <bool kTwo, bool kFloat>
+template <bool kTwo>
 __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
     __shared__ int32_t sums[kBuffers * kMaxRoundTiles * kTileStride];
     constexpr int kDepth = kTwo ? 2 : 3;
@@ -223,11 +162,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
 
     // x of tokens g (x0) and g + 8 (x1) over the lane's 64 columns, in decode_word's order.
     uint32_t x0[16], x1[16];
-    __shared__ float token_scale[kTern2SkinnyFusedMaxM];
-    if constexpr (kFloat) {
-        static_assert(!kTwo, "the fused quantization takes m <= 4");
-        quantize_tokens(a, tid, T, g, piece ? col0 : -1, token_scale, x0);
-    } else {
+    {
         const bool ok0 = piece && g < a.m, ok1 = kTwo && piece && g + 8 < a.m;
         const auto* p0 = reinterpret_cast<const uint4*>(a.x + int64_t{g} * a.k + col0);
         const auto* p1 = reinterpret_cast<const uint4*>(a.x + int64_t{g + 8} * a.k + col0);
@@ -293,7 +228,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                         a.out.acc[u * a.n + j] = acc;
                     } else {
                         // store_output's arithmetic for one group, the scales from registers.
-                        const float sx = kFloat ? token_scale[u] : a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : u];
+                        const float sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : u];
                         const float sum = detail::epilogue_add(0.0f, ws, acc);
                         a.out.y[u * a.n + j] = __fadd_rn(__fmul_rn(sum, sx), bias);
                     }
@@ -325,13 +260,13 @@ Geometry geometry(int64_t k) {
 // Clusters the device holds at once for this kernel and geometry (cached: the queries cost about
 // as much as a small product).
 template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int variant, const Geometry& geo) {
+int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    using Key = std::tuple<int, int, int, int>;
+    using Key = std::tuple<int, bool, int, int>;
     static std::mutex mutex;
     static std::map<Key, int64_t> cache;
-    const Key key{device, variant, geo.cluster, geo.warps};
+    const Key key{device, two, geo.cluster, geo.warps};
     {
         std::lock_guard<std::mutex> lock(mutex);
         const auto it = cache.find(key);
@@ -363,11 +298,11 @@ int64_t resident_clusters(Kernel kernel, int variant, const Geometry& geo) {
     return clusters;
 }
 
-template <bool kTwo, bool kFloat>
+template <bool kTwo>
 void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
-    const auto kernel = tern2_skinny_kernel<kTwo, kFloat>;
+    const auto kernel = tern2_skinny_kernel<kTwo>;
     const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
-    const int64_t clusters = std::min(tiles, resident_clusters(kernel, (kTwo ? 1 : 0) + (kFloat ? 2 : 0), geo));
+    const int64_t clusters = std::min(tiles, resident_clusters(kernel, kTwo, geo));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
     config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
@@ -407,77 +342,44 @@ bool tern2_skinny_needs_cluster(int64_t k) {
     return geometry(k).cluster > 1;
 }
 
-namespace {
-
-SkinnyArgs make_args(const char* who, const PackedWeights& w, int64_t m, int64_t group, const ProductOut& out,
-                     Geometry* geo) {
-    *geo = geometry(w.k);
-    if (geo->cluster > 1) {
+void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                  const ProductOut& out, cudaStream_t stream) {
+    check_product("tern2_skinny", w, x, m, group, out);
+    const std::string no = tern2_skinny_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    const Geometry geo = geometry(w.k);
+    if (geo.cluster > 1) {
         int device = 0, major = 0;
         TRIT_CUDA_CHECK(cudaGetDevice(&device));
         TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        TRIT_CHECK(major >= 9, who, " (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+        TRIT_CHECK(major >= 9, "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
                    "): k > 4096 runs as thread block clusters, which need compute capability >= 9.0 "
                    "(the device has ", major, ".x)");
     }
     SkinnyArgs a{};
     a.codes = w.a;
+    a.x = x;
     a.m = static_cast<int>(m);
     a.n = w.n;
     a.k = w.k;
     a.kblocks = static_cast<int>(fmt::ceil_div(w.k, kBlockCols));
-    a.cluster = geo->cluster;
+    a.cluster = geo.cluster;
     // The largest round (<= 8 tiles) whose rows divide the cluster's threads: each thread then
     // finishes one row of every round.
     a.round_tiles = 1;
     for (int r = kMaxRoundTiles; r >= 1; --r) {
-        if ((2 * geo->cluster * geo->warps) % r == 0) {
+        if ((2 * geo.cluster * geo.warps) % r == 0) {
             a.round_tiles = r;
             break;
         }
     }
     a.prefetch = w.pdl;
     a.out = out;
-    return a;
-}
-
-}  // namespace
-
-void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                  const ProductOut& out, cudaStream_t stream) {
-    check_product("tern2_skinny", w, x, m, group, out);
-    const std::string no = tern2_skinny_rejects(w, x, m, group);
-    TRIT_CHECK(no.empty(), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    Geometry geo{};
-    SkinnyArgs a = make_args("tern2_skinny", w, m, group, out, &geo);
-    a.x = x;
     if (m > 8) {
-        launch<true, false>(a, geo, stream);
+        launch<true>(a, geo, stream);
     } else {
-        launch<false, false>(a, geo, stream);
+        launch<false>(a, geo, stream);
     }
-}
-
-std::string tern2_skinny_fused_rejects(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
-    if (m > kTern2SkinnyFusedMaxM) return "m must be <= 4 to quantize x in the kernel";
-    if (tern2_skinny_needs_cluster(w.k)) return "k must be <= 4096 to quantize x in the kernel (one CTA spans k)";
-    return tern2_skinny_rejects(w, reinterpret_cast<const int8_t*>(x), m, group);
-}
-
-void tern2_skinny_fused(const PackedWeights& w, const float* x, int64_t m, int64_t group, ProductOut out,
-                        float* x_scale, cudaStream_t stream) {
-    out.x_scale = x_scale;
-    out.x_scale_rows = m;
-    check_product("tern2_skinny_fused", w, reinterpret_cast<const int8_t*>(x), m, group, out);
-    TRIT_CHECK(x_scale != nullptr, "tern2_skinny_fused (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
-               "): x_scale (m floats) must be non-null");
-    const std::string no = tern2_skinny_fused_rejects(w, x, m, group);
-    TRIT_CHECK(no.empty(), "tern2_skinny_fused (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    Geometry geo{};
-    SkinnyArgs a = make_args("tern2_skinny_fused", w, m, group, out, &geo);
-    a.xf = x;
-    a.x_scale = x_scale;
-    launch<false, true>(a, geo, stream);
 }
 
 }  // namespace trit::kernels

@@ -35,14 +35,4 @@ bool tern2_skinny_needs_cluster(int64_t k);
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                   const ProductOut& out, cudaStream_t stream);
 
-// The same product from float activations x (m, k), quantized in the kernel per token exactly as
-// act_int8_quantize does (kernels/act_int8.h; bit for bit), the scales written to x_scale (m
-// floats) and used by the epilogue (out.x_scale is ignored): a decode step's quantizer launch
-// saved. Rules: the kernel's own, plus m <= 4 (every CTA reduces the m rows of x) and k <= 4096
-// (one CTA spans k); x 16-byte aligned.
-constexpr int64_t kTern2SkinnyFusedMaxM = 4;
-std::string tern2_skinny_fused_rejects(const PackedWeights& w, const float* x, int64_t m, int64_t group);
-void tern2_skinny_fused(const PackedWeights& w, const float* x, int64_t m, int64_t group, ProductOut out,
-                        float* x_scale, cudaStream_t stream);
-
 }  // namespace trit::kernels

@@ -89,8 +89,9 @@ struct PackedSet {
     ex::FormatId id;
     kn::Format format = kn::Format::kTern2;
     int64_t n = 0, k = 0, group = 0, groups = 0;
-    int64_t off_b = -1, off_scale = 0;
+    int64_t off_b = -1, off_scale = 0, off_dense = -1;
     double weight_bytes = 0, scale_bytes = 0;
+    double dense_bytes = 0;  // tern24: the tern2 copy its dense path reads
     Ring ring;
     kn::PackedWeights weights(int64_t copy) const {
         kn::PackedWeights w;
@@ -100,6 +101,7 @@ struct PackedSet {
         w.b = off_b >= 0 ? ring.at(copy) + off_b : nullptr;
         w.n = n, w.k = k;
         w.pdl = true;  // uploaded once, as the GPU runtime's weights
+        w.dense = off_dense >= 0 ? ring.at(copy) + off_dense : nullptr;
         return w;
     }
     const float* w_scale(int64_t copy) const {
@@ -202,7 +204,8 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t l2, Rng
     s.n = n, s.k = k;
     s.group = id.kind == ex::WeightFormat::kBt ? std::min(kBtGroup, k) : k;
     s.groups = ceil_div(k, s.group);
-    const ex::Arrays arrays = ex::pack_codes(id, random_codes(id, n, k, rng).data(), n, k);
+    const std::vector<int8_t> codes = random_codes(id, n, k, rng);
+    const ex::Arrays arrays = ex::pack_codes(id, codes.data(), n, k);
     std::vector<float> scales(static_cast<size_t>(n * s.groups));
     for (float& v : scales)
         v = rng.uniform(0.005f, 0.02f);
@@ -211,6 +214,11 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t l2, Rng
         const int64_t off = append(image, arrays[i].data(), arrays[i].size());
         if (i == 1) s.off_b = off;
         s.weight_bytes += static_cast<double>(arrays[i].size());
+    }
+    if (id.kind == ex::WeightFormat::kTern24) {  // the dense copy, as the GPU runtime keeps it
+        const ex::Arrays dense = ex::pack_codes({ex::WeightFormat::kTern2, 0}, codes.data(), n, k);
+        s.off_dense = append(image, dense[0].data(), dense[0].size());
+        s.dense_bytes = static_cast<double>(dense[0].size());
     }
     s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
     s.scale_bytes = static_cast<double>(scales.size() * sizeof(float));
@@ -419,7 +427,9 @@ class ShapeBench {
             row(with_act ? "act_int8+product" : "product", w.id.name(), kn::path_name(taken), m);
         const double dm = static_cast<double>(m), dn = static_cast<double>(w.n),
                      dk = static_cast<double>(w.k);
-        r.bytes = w.weight_bytes + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
+        // The tern24 dense path reads the tern2 copy instead of the tern24 arrays.
+        const bool dense = w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm;
+        r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
         if (with_act)
             r.bytes +=
                 4 * dm * dk + dm * dk + 4 * dm;  // the quantizer reads float x, writes q, scales

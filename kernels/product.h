@@ -45,6 +45,10 @@ struct PackedWeights {
     // before the product, e.g. weights uploaded once and reused (the GPU runtime, the benchmarks).
     // The results are the same either way; true hides part of a launch behind the previous kernel.
     bool pdl = false;
+    // tern24 only, optional: the same codes written as tern2 (n, ceil(k / 4) bytes; kernels/
+    // tern24_dense.h builds it). With it, calls above the tern24 GEMV's m run the tern2 kernels
+    // on it (the dispatcher's kGemm path for tern24); without it they run the generic kernel.
+    const uint8_t* dense = nullptr;
 };
 
 struct ProductOut {

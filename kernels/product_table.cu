@@ -6,6 +6,7 @@
 #include "kernels/product_fast.h"
 #include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemv.h"
+#include "kernels/tern24_dense.h"
 #include "kernels/tern24_gemv.h"
 
 namespace trit::kernels {
@@ -17,6 +18,9 @@ const std::vector<FastKernel>& fast_kernels() {
         // m <= 8 calls the GEMV declines (m * k over its shared-memory stage) run here too.
         {Format::kTern2, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern2_gemm_rejects, tern2_gemm},
         {Format::kTern24, ProductPath::kGemv, 1, 8, tern24_gemv_rejects, tern24_gemv},
+        // The dense path: the tern2 kernels on PackedWeights::dense (m > 8, or what the GEMV declines).
+        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_rejects,
+         tern24_dense_product},
         {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},
     };
     return table;

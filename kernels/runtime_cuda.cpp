@@ -11,10 +11,12 @@
 #include "core/error.h"
 #include "core/quant_linear.h"
 #include "exporters/formats/tbits.h"
+#include "exporters/formats/tern2.h"
 #include "kernels/act_int8_torch.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
 #include "kernels/cuda_check.h"
+#include "kernels/tern24_dense.h"
 #include "kernels/torch_stream.h"
 
 namespace trit::kernels {
@@ -33,6 +35,7 @@ struct CudaModel::Layer {
     torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
     torch::Tensor a, b;             // packed arrays, uint8 (out, row_bytes)
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
+    torch::Tensor dense;            // tern24: the codes as tern2, for the dense path (PackedWeights::dense)
     torch::Tensor bias;             // float32 (out) or undefined
     torch::Tensor weight;           // float layers: (out, in); packed float-activation layers: codes as float
 };
@@ -104,6 +107,13 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
             l->w.n = p.out;
             l->w.k = p.in;
             l->w.pdl = true;  // uploaded once here, never written by a kernel
+            if (l->int8_act && l->w.format == Format::kTern24) {
+                // The dense path for many tokens: the codes once more as tern2 (2 bits a weight).
+                l->dense = torch::empty({p.out, formats::tern2_row_bytes(p.in)},
+                                        torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+                tern24_to_tern2(l->w.a, l->w.b, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));
+                l->w.dense = l->dense.data_ptr<uint8_t>();
+            }
             if (l->level_act) {
                 l->act = p.act;
                 l->act_scale = upload_floats({p.act.scale}, {1}, device_);

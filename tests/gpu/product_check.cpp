@@ -85,6 +85,7 @@ std::string describe(const ProductCase& c) {
     s << kernels::format_name(c.format);
     if (c.format == kernels::Format::kBt) s << c.depth;
     s << " m=" << c.m << " n=" << c.n << " k=" << c.k << " group=" << c.group << " seed=" << c.seed;
+    if (c.dense) s << " dense";
     return s.str();
 }
 
@@ -117,8 +118,11 @@ void check_case(const ProductCase& c, Run run) {
         }
 
     DeviceBuffer<uint8_t> d_a(packed[0]);
-    std::unique_ptr<DeviceBuffer<uint8_t>> d_b;
+    std::unique_ptr<DeviceBuffer<uint8_t>> d_b, d_dense;
     if (packed.size() > 1) d_b = std::make_unique<DeviceBuffer<uint8_t>>(packed[1]);
+    if (c.dense)
+        d_dense = std::make_unique<DeviceBuffer<uint8_t>>(
+            exporters::pack_codes({exporters::WeightFormat::kTern2, 0}, codes.data(), c.n, c.k)[0]);
     DeviceBuffer<int8_t> d_x(x);
     DeviceBuffer<int32_t> d_acc(want.size());
     DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(want_y.size());
@@ -130,6 +134,7 @@ void check_case(const ProductCase& c, Run run) {
     w.depth = c.depth;
     w.a = d_a.get();
     w.b = d_b ? d_b->get() : nullptr;
+    w.dense = d_dense ? d_dense->get() : nullptr;
     w.n = c.n;
     w.k = c.k;
 

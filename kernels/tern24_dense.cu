@@ -1,0 +1,80 @@
+// The tern24 dense path (kernels/tern24_dense.h): the tern24 -> tern2 rewrite of the codes, and the
+// product on the tern2 kernels.
+#include "kernels/tern24_dense.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "exporters/formats/common.h"
+#include "exporters/formats/tern2.h"
+#include "exporters/formats/tern24.h"
+#include "kernels/cuda_check.h"
+
+namespace trit::kernels {
+namespace {
+
+namespace fmt = trit::formats;
+
+// One thread per tern2 byte = one tern24 group of 4 columns: its 4 codes through tern24_decode,
+// fields 00 / 01 / 10 for 0 / +1 / -1 (padding columns past k have clear bitmap bits: 00).
+__global__ void tern24_to_tern2_kernel(const uint8_t* __restrict__ mask, const uint8_t* __restrict__ signs,
+                                       int64_t n, int64_t k, uint8_t* __restrict__ codes) {
+    const int64_t groups = fmt::tern24_groups(k);
+    const int64_t mask_row = fmt::tern24_mask_row_bytes(k), signs_row = fmt::tern24_signs_row_bytes(k);
+    for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n * groups;
+         e += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t j = e / groups, g = e % groups;
+        const int bitmap = fmt::tern24_bitmap(mask + j * mask_row, g);
+        const int pair = fmt::tern24_sign_pair(signs + j * signs_row, g);
+        uint32_t byte = 0;
+        for (int p = 0; p < fmt::kTern24GroupSize; ++p) {
+            const int code = fmt::tern24_decode(bitmap, pair, p);
+            byte |= static_cast<uint32_t>(code == 0 ? 0 : (code > 0 ? 1 : 2)) << (2 * p);
+        }
+        codes[j * fmt::tern2_row_bytes(k) + g] = static_cast<uint8_t>(byte);
+    }
+}
+
+PackedWeights dense_weights(const PackedWeights& w) {
+    PackedWeights d;
+    d.format = Format::kTern2;
+    d.a = w.dense;
+    d.n = w.n;
+    d.k = w.k;
+    d.pdl = w.pdl;
+    return d;
+}
+
+}  // namespace
+
+void tern24_to_tern2(const uint8_t* mask, const uint8_t* signs, int64_t n, int64_t k, uint8_t* codes,
+                     cudaStream_t stream) {
+    TRIT_CHECK(n >= 1 && k >= 1, "tern24_to_tern2 (n=", n, ", k=", k, "): n and k must be >= 1");
+    TRIT_CHECK(mask != nullptr && signs != nullptr && codes != nullptr, "tern24_to_tern2 (n=", n, ", k=", k,
+               "): mask, signs and codes must be non-null");
+    static_assert(fmt::kTern2CodesPerByte == fmt::kTern24GroupSize, "a tern24 group is one tern2 byte");
+    const int64_t bytes = n * fmt::tern24_groups(k);
+    constexpr int kThreads = 256;
+    const int64_t blocks = std::min<int64_t>(fmt::ceil_div(bytes, int64_t{kThreads}), 65535 * 16);
+    tern24_to_tern2_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(mask, signs, n, k, codes);
+    TRIT_CUDA_CHECK_LAST();
+}
+
+std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern24) return "the weights must be tern24";
+    if (w.dense == nullptr) return "needs the weights' dense tern2 copy (PackedWeights::dense)";
+    std::string why;
+    if (choose_path(dense_weights(w), x, m, group, &why) == ProductPath::kGeneric)
+        return "no tern2 kernel takes the dense copy (" + why + ")";
+    return "";
+}
+
+void tern24_dense_product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                          const ProductOut& out, cudaStream_t stream) {
+    check_product("tern24_dense_product", w, x, m, group, out);
+    const std::string no = tern24_dense_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "tern24_dense_product (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    product(dense_weights(w), x, m, group, out, stream);
+}
+
+}  // namespace trit::kernels

@@ -1,10 +1,21 @@
 // GEMV for bt<d> (balanced ternary, d = 1..4, exporters/formats/bt.h) weights times int8
-// activations, m = 1..8 tokens: one warp per output row reads the row once (8 quintets = 8 d bytes
-// per lane per step, realigned in registers since bt rows start at any byte) and accumulates every
-// token, under the products' contract (kernels/product.h). Scale groups may end inside a quintet
-// (group 64 = 12.8 quintets): handled exactly. Its own rules, which bt_gemv_rejects names (the
-// generic kernel then runs): m <= 8; group >= k or group >= 40; x and the per-warp group
-// accumulators fit shared memory. No alignment rule.
+// activations, m = 1..8 tokens, under the products' contract (kernels/product.h): the "gemv" path
+// of the dispatch table. bt_gemv runs one of two kernels (both in bt_gemv.cu):
+//   - stream (m <= 2, d <= 2): threads own a 16-byte chunk of every row, the weights stream in
+//     16-byte loads a tile of rows ahead, x stays in registers. Its rules, which
+//     bt_gemv_stream_rejects names: d in 1..2; m in 1..2; bt_row_bytes(k, d) <= 8177, and <= 7665
+//     when group < k (one chunk per thread, at most 512 threads, one warp of them for the
+//     epilogue when split); group >= k, or group >= 45 (d = 2) / 80 (d = 1), the columns a
+//     thread's chunk touches (so they meet at most two groups); d = 1 with m = 2 takes one group
+//     only (registers); its shared memory (a 64 KB decode table, a tile's partial sums and
+//     scales) fits the kernels' budget, which every shape the other rules accept does.
+//   - warp (m <= 8, any d): one warp per output row, x staged in shared memory. Its rules, which
+//     bt_gemv_warp_rejects names: m <= 8; group >= k or group >= 40; x and the per-warp group
+//     accumulators fit shared memory.
+// bt_gemv runs stream when it takes the call, else warp; bt_gemv_rejects is "" when either takes
+// it, else warp's first broken rule. Scale groups may end inside a quintet (group 64 = 12.8
+// quintets): both kernels split them exactly. Neither has an alignment rule: rows, the weights
+// array and x may start at any byte.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,12 +27,26 @@
 
 namespace trit::kernels {
 
-// "" when bt_gemv takes the call, else the first rule it breaks. Host only, launches nothing.
+// "" when bt_gemv takes the call (either kernel), else the warp kernel's first broken rule. Host
+// only, launches nothing.
 std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
-// Throws trit::Error (naming m, n, k, group and the rule) when check_product or the rules above
-// reject the call.
+// Which kernel bt_gemv runs for the call: "stream", "warp", or "" (it throws). Host only.
+const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// Throws trit::Error (naming m, n, k, group and the rule) when check_product or both kernels'
+// rules reject the call.
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream);
+
+// One kernel alone (tests, benchmarks): its first broken rule ("" when it takes the call), and its
+// launcher, which throws trit::Error naming the kernel, m, n, k, group and the rule.
+std::string bt_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                   int64_t group);
+void bt_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                    const ProductOut& out, cudaStream_t stream);
+std::string bt_gemv_warp_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+void bt_gemv_warp(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                  const ProductOut& out, cudaStream_t stream);
 
 }  // namespace trit::kernels

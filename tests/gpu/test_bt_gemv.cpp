@@ -1,8 +1,10 @@
 // GPU tests of the bt GEMV (kernels/bt_gemv.h): int32 accumulators and fused epilogue bit-exact
 // against the CPU references for d = 1..4 over a shape table (m = 1, 2, 3, 8; n = 1 .. 2560 with
 // odd n, so rows start at every byte offset; k with every tail length k % 5, from one quintet to
-// 14336; group = k, 64 (boundaries inside quintets), 128, 40, 100 and larger than k; x over the full
-// int8 range, -128 included), auto dispatch, and its contract rules on the host.
+// 14336; group = k, 64 (boundaries inside quintets), 128, 40, 100 and larger than k; x over the
+// full int8 range, -128 included), through bt_gemv (which runs the stream kernel for m, d <= 2) and
+// through the warp kernel alone, auto dispatch, and the contract rules on the host. The stream
+// kernel's own table: test_bt_gemv_stream.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,11 +19,11 @@
 
 namespace {
 
+using ::testing::HasSubstr;
 using trit::gputest::ProductCase;
 using trit::kernels::Format;
 using trit::kernels::PackedWeights;
 using trit::kernels::ProductPath;
-using ::testing::HasSubstr;
 
 struct Shape {
     int64_t m, n, k, group;
@@ -30,11 +32,11 @@ struct Shape {
 class BtGemv : public trit::gputest::RequiresGpu<::testing::Test> {};
 
 const std::vector<Shape> kShapes = {
-    {1, 1, 5, 5},          {1, 3, 7, 64},          {2, 17, 64, 64},       {3, 17, 65, 64},
-    {8, 130, 320, 64},     {1, 130, 784, 784},     {2, 17, 784, 64},      {3, 3, 2560, 128},
-    {1, 2560, 2560, 64},   {8, 17, 2560, 2560},    {1, 17, 4100, 64},     {2, 130, 4096, 64},
-    {1, 17, 4096, 1 << 18}, {8, 3, 4096, 40},      {3, 17, 6912, 100},    {1, 5, 14336, 64},
-    {2, 3, 14336, 14336},  {8, 9, 1283, 128},      {1, 31, 1001, 1001},   {2, 33, 3, 3},
+    {1, 1, 5, 5},           {1, 3, 7, 64},       {2, 17, 64, 64},     {3, 17, 65, 64},
+    {8, 130, 320, 64},      {1, 130, 784, 784},  {2, 17, 784, 64},    {3, 3, 2560, 128},
+    {1, 2560, 2560, 64},    {8, 17, 2560, 2560}, {1, 17, 4100, 64},   {2, 130, 4096, 64},
+    {1, 17, 4096, 1 << 18}, {8, 3, 4096, 40},    {3, 17, 6912, 100},  {1, 5, 14336, 64},
+    {2, 3, 14336, 14336},   {8, 9, 1283, 128},   {1, 31, 1001, 1001}, {2, 33, 3, 3},
 };
 
 TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
@@ -49,13 +51,15 @@ TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
             c.per_tensor_scale = seed % 2 == 0;
             c.bias = seed % 3 != 0;
             trit::gputest::check_product_case(c, ProductPath::kGemv);
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemv_warp);
         }
 }
 
 // x at the int8 extremes only: with d = 4 (|code| <= 40) every byte of the dp4a and the column-4
 // product reach their largest magnitudes.
 TEST_F(BtGemv, TakesTheFullInt8Range) {
-    for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}})
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}})
         for (int depth : {2, 4}) {
             ProductCase c;
             c.format = Format::kBt;
@@ -64,6 +68,8 @@ TEST_F(BtGemv, TakesTheFullInt8Range) {
             c.x_lo = lo, c.x_hi = hi;
             c.seed = 91 + static_cast<uint64_t>(hi) + depth;
             trit::gputest::check_product_case(c, ProductPath::kGemv);
+            c.m = 2;  // the warp kernel at a stream kernel's m
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemv_warp);
         }
 }
 
@@ -92,8 +98,8 @@ int8_t g_x[64];
 
 // The kernel's own rules come back from its rejects; check_product's (own = false) only from the
 // launcher, which checks them first.
-void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule,
-                 bool own = true) {
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                 const std::string& rule, bool own = true) {
     if (own) {
         EXPECT_THAT(trit::kernels::bt_gemv_rejects(w, x, m, group), HasSubstr(rule));
     }
@@ -105,7 +111,8 @@ void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gro
         ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
     } catch (const trit::Error& e) {
         const std::string shape = "m=" + std::to_string(m) + ", n=" + std::to_string(w.n) +
-                                  ", k=" + std::to_string(w.k) + ", group=" + std::to_string(group) + "): ";
+                                  ", k=" + std::to_string(w.k) +
+                                  ", group=" + std::to_string(group) + "): ";
         EXPECT_THAT(e.what(), HasSubstr("bt_gemv (bt, " + shape));
         EXPECT_THAT(e.what(), HasSubstr(rule));
     }
@@ -132,13 +139,17 @@ TEST(BtGemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     for (int64_t k : {2560, 4096, 6912, 14336})
         for (int64_t m : {1, 8}) {
             EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, k, g_codes + 1), g_x, m, 64, &why),
-                      ProductPath::kGemv) << "k=" << k << " m=" << m << ": " << why;
+                      ProductPath::kGemv)
+                << "k=" << k << " m=" << m << ": " << why;
             EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, k, g_codes), g_x, m, k, &why),
-                      ProductPath::kGemv) << "k=" << k << " m=" << m << ": " << why;
+                      ProductPath::kGemv)
+                << "k=" << k << " m=" << m << ": " << why;
         }
-    EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 1, 32, &why), ProductPath::kGeneric);
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 1, 32, &why),
+              ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("group must be >= k or >= 40"));
-    EXPECT_NE(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 9, 64, &why), ProductPath::kGemv);
+    EXPECT_NE(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 9, 64, &why),
+              ProductPath::kGemv);
 }
 
 }  // namespace

@@ -1123,20 +1123,31 @@ void bt_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t 
     stream::run(w, x, m, group, out, stream);
 }
 
+namespace {
+
+// bt_gemv runs the streaming kernel for m = 1 only: at m = 2 it takes 1.5x its m = 1 time on the
+// H100 (bt2, group 64, 14336 x 4096: 61.5 vs 41.2 us), more than the warp kernel, which decodes
+// once for both tokens (docs/BENCHMARKS.md).
+bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
+    return m == 1 && stream::rejects(w, m, group).empty();
+}
+
+}  // namespace
+
 const char* bt_gemv_variant(const PackedWeights& w, const int8_t* /*x*/, int64_t m, int64_t group) {
-    if (stream::rejects(w, m, group).empty()) return "stream";
+    if (stream_takes(w, m, group)) return "stream";
     return warp::rejects(w, m, group).empty() ? "warp" : "";
 }
 
 std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* /*x*/, int64_t m, int64_t group) {
-    if (stream::rejects(w, m, group).empty()) return "";
+    if (stream_takes(w, m, group)) return "";
     return warp::rejects(w, m, group);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
     check_product("bt_gemv", w, x, m, group, out);
-    if (stream::rejects(w, m, group).empty()) return stream::run(w, x, m, group, out, stream);
+    if (stream_takes(w, m, group)) return stream::run(w, x, m, group, out, stream);
     const std::string rule = warp::rejects(w, m, group);
     TRIT_CHECK(rule.empty(), "bt_gemv (", format_name(w.format), ", m=", m, ", n=", w.n,
                ", k=", w.k, ", group=", group, "): ", rule);

@@ -12,8 +12,9 @@
 //   - warp (m <= 8, any d): one warp per output row, x staged in shared memory. Its rules, which
 //     bt_gemv_warp_rejects names: m <= 8; group >= k or group >= 40; x and the per-warp group
 //     accumulators fit shared memory.
-// bt_gemv runs stream when it takes the call, else warp; bt_gemv_rejects is "" when either takes
-// it, else warp's first broken rule. Scale groups may end inside a quintet (group 64 = 12.8
+// bt_gemv runs stream for m = 1 when it takes the call (at m = 2 the warp kernel, which decodes
+// once for both tokens, is the one dispatched; bt_gemv_stream runs m = 2 when called alone), else
+// warp; bt_gemv_rejects is "" when either takes it, else warp's first broken rule. Scale groups may end inside a quintet (group 64 = 12.8
 // quintets): both kernels split them exactly. Neither has an alignment rule: rows, the weights
 // array and x may start at any byte.
 #pragma once

@@ -101,4 +101,15 @@ inline kernels::PackedWeights tern2_weights(int64_t n, int64_t k, const uint8_t*
     return w;
 }
 
+// tern24 (n, k) weights at mask / signs (contract checks read only the pointers' alignment).
+inline kernels::PackedWeights tern24_weights(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
+    kernels::PackedWeights w;
+    w.format = kernels::Format::kTern24;
+    w.a = mask;
+    w.b = signs;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
 }  // namespace trit::gputest

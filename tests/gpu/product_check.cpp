@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/error.h"
 #include "exporters/format_table.h"
 #include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
@@ -175,6 +176,26 @@ void check_product_case(const ProductCase& c, ProductLauncher launch) {
     check_case(c, [&](const kernels::PackedWeights& w, const int8_t* x, const kernels::ProductOut& out) {
         launch(w, x, c.m, c.group, out, nullptr);
     });
+}
+
+void expect_rejected(const char* who, ProductRejects rejects, ProductLauncher launch, const kernels::PackedWeights& w,
+                     const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
+    EXPECT_NE(rejects(w, x, m, group).find(rule), std::string::npos)
+        << who << " rejects: '" << rejects(w, x, m, group) << "', expected '" << rule << "'";
+    int32_t acc[1];
+    kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        launch(w, x, m, group, out, nullptr);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        const std::string shape = "m=" + std::to_string(m) + ", n=" + std::to_string(w.n) + ", k=" + std::to_string(w.k) +
+                                  ", group=" + std::to_string(group) + "): ";
+        EXPECT_NE(what.find(std::string(who) + " ("), std::string::npos) << what;
+        EXPECT_NE(what.find(shape), std::string::npos) << what;
+        EXPECT_NE(what.find(rule), std::string::npos) << what;
+    }
 }
 
 }  // namespace trit::gputest

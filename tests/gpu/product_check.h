@@ -33,4 +33,11 @@ using ProductLauncher = void (*)(const kernels::PackedWeights& w, const int8_t* 
                                  int64_t group, const kernels::ProductOut& out, cudaStream_t stream);
 void check_product_case(const ProductCase& c, ProductLauncher launch);
 
+// A kernel's contract rule, host side: `rejects` names it, and `launch` throws trit::Error naming
+// the kernel `who`, the shape ("m=.., n=.., k=.., group=..") and the rule, before any launch.
+using ProductRejects = std::string (*)(const kernels::PackedWeights& w, const int8_t* x, int64_t m,
+                                       int64_t group);
+void expect_rejected(const char* who, ProductRejects rejects, ProductLauncher launch, const kernels::PackedWeights& w,
+                     const int8_t* x, int64_t m, int64_t group, const std::string& rule);
+
 }  // namespace trit::gputest

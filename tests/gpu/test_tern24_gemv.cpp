@@ -88,13 +88,7 @@ TEST_F(Tern24Gemv, AutoDispatchPicksItForSmallM) {
 }
 
 PackedWeights tern24(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
-    PackedWeights w;
-    w.format = Format::kTern24;
-    w.a = mask;
-    w.b = signs;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::tern24_weights(n, k, mask, signs);
 }
 
 alignas(16) uint8_t g_mask[64];

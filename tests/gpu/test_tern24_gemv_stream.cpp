@@ -104,13 +104,7 @@ TEST_F(Tern24GemvStream, TheGemvPathRunsItForOneAndTwoTokens) {
 }
 
 PackedWeights tern24(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
-    PackedWeights w;
-    w.format = Format::kTern24;
-    w.a = mask;
-    w.b = signs;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::tern24_weights(n, k, mask, signs);
 }
 
 alignas(16) uint8_t g_mask[64];
@@ -118,21 +112,8 @@ alignas(16) uint8_t g_signs[64];
 alignas(16) int8_t g_x[64];
 
 // The rule from tern24_gemv_stream_rejects, and the launcher's trit::Error naming the shape.
-void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                 const std::string& rule) {
-    EXPECT_THAT(trit::kernels::tern24_gemv_stream_rejects(w, x, m, group), HasSubstr(rule));
-    int32_t acc[1];
-    trit::kernels::ProductOut out;
-    out.acc = acc;
-    try {
-        trit::kernels::tern24_gemv_stream(w, x, m, group, out, nullptr);
-        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
-    } catch (const trit::Error& e) {
-        const std::string shape = "m=" + std::to_string(m) + ", n=" + std::to_string(w.n) +
-                                  ", k=" + std::to_string(w.k) +
-                                  ", group=" + std::to_string(group) + "): ";
-        EXPECT_THAT(e.what(), HasSubstr("tern24_gemv_stream (tern24, " + shape + rule));
-    }
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
+    trit::gputest::expect_rejected("tern24_gemv_stream", trit::kernels::tern24_gemv_stream_rejects, trit::kernels::tern24_gemv_stream, w, x, m, group, rule);
 }
 
 TEST(Tern24GemvStreamContract, RejectsShapesOffItsRulesNamingThem) {

@@ -5,6 +5,8 @@
 // like `trit bench kernels` (gated CUDA events, weights rotated past 2 x L2). Standalone, not
 // part of the build; the GEMVs' outputs are checked against a CPU dot product ("ok"). On the GPU
 // machine: nvcc -O3 -std=c++17 -arch=sm_90a bench/lab/gemv_bounds.cu -o gemv_bounds && ./gemv_bounds
+// `./gemv_bounds rw IN_BYTES OUT_BYTES ...` times only a kernel that reads IN bytes (rotated past
+// L2) and writes OUT bytes, per pair: the floor of a small GEMM call (e.g. the BWTA shapes).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                       \
@@ -278,11 +281,58 @@ struct Shape {
     int n, k;
 };
 
+// The floor of a small GEMM call: read `in16` 16-byte units (weights, rotated so they come from
+// DRAM; read before pdl_wait, as the packed products do) and write `out16` units (the float y),
+// one unit per thread, nothing else.
+__global__ void read_write_kernel(const uint4* in, int64_t in16, uint4* out, int64_t out16) {
+    const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (i < in16) v = ld_nc(in + i);
+    pdl_trigger();
+    pdl_wait();
+    if (i < out16) out[i] = v;
+}
+
+// `gemv_bounds rw IN_BYTES OUT_BYTES ...`: read_write_kernel's time per call for each pair, with
+// and without PDL (e.g. the BWTA b1 GEMM shapes at m = 128: bin1 weights n * k / 8 bytes, y
+// 128 * n * 4 bytes).
+int read_write_floors(int argc, char** argv, cudaStream_t s) {
+    const int B = 32, S = 30;
+    const int64_t ring_total = 160ll << 20;
+    for (int a = 2; a + 1 < argc; a += 2) {
+        const int64_t in_bytes = std::atoll(argv[a]), out_bytes = std::atoll(argv[a + 1]);
+        const int64_t in16 = (in_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
+        const int64_t stride = (in16 * 16 + 255) / 256 * 256;
+        const int64_t count = ring_total / stride;
+        uint8_t* ring;
+        uint4* out;
+        CK(cudaMalloc(&ring, count * stride));
+        CK(cudaMemset(ring, 1, count * stride));
+        CK(cudaMalloc(&out, out16 * 16));
+        const int64_t units = std::max(in16, out16);
+        const unsigned blocks = static_cast<unsigned>((units + 255) / 256);
+        for (int pdl = 0; pdl < 2; ++pdl) {
+            const double us = time_calls(
+                [&](int i) {
+                    launch_ex(read_write_kernel, dim3(blocks), dim3(256), 0, s, pdl,
+                              reinterpret_cast<const uint4*>(ring + (i % count) * stride), in16, out, out16);
+                },
+                B, S, s);
+            printf("read %lld B + write %lld B, pdl=%d: %.2f us/call\n", (long long)in_bytes, (long long)out_bytes,
+                   pdl, us);
+        }
+        CK(cudaFree(ring));
+        CK(cudaFree(out));
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int* dout;
     CK(cudaMalloc(&dout, 64));
+    if (argc > 1 && std::string(argv[1]) == "rw") return read_write_floors(argc, argv, s);
     const int B = 32, S = 30;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));

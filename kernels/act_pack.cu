@@ -13,8 +13,6 @@
 #include "exporters/formats/bin1.h"
 #include "exporters/formats/tbits.h"
 #include "kernels/cuda_check.h"
-#include "kernels/launch.h"
-#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -53,9 +51,6 @@ __global__ void __launch_bounds__(kThreads)
     pack_kernel(const void* __restrict__ src, int64_t rows, int64_t k, float scale,
                 uint32_t* __restrict__ planes, unsigned int* __restrict__ clamped) {
     constexpr bool kTwoPlanes = S == Src::kTernaryCodes || S == Src::kTernaryFloat;
-    // Launched with PDL: nothing is read or written before the previous kernel has finished.
-    detail::pdl_launch_dependents();
-    detail::pdl_wait();
     const int lane = threadIdx.x % kWarp;
     const int64_t blocks = f::ceil_div(k, f::kTbitsBlockBits);
     const int64_t rw = blocks * f::kTbitsBlockWords, plane = rows * rw;
@@ -135,8 +130,9 @@ dim3 pack_grid(int64_t rows, int64_t k) {
 template <Src S>
 void launch(const void* src, int64_t rows, int64_t k, float scale, uint32_t* planes,
             unsigned int* clamped, cudaStream_t stream) {
-    detail::launch_kernel(pack_kernel<S>, pack_grid(rows, k), dim3(kThreads), 0, stream, true, src, rows, k, scale,
-                          planes, clamped);
+    pack_kernel<S>
+        <<<pack_grid(rows, k), kThreads, 0, stream>>>(src, rows, k, scale, planes, clamped);
+    TRIT_CUDA_CHECK_LAST();
 }
 
 }  // namespace

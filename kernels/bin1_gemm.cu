@@ -16,8 +16,6 @@
 #include "exporters/formats/tbits.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
-#include "kernels/launch.h"
-#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -115,10 +113,6 @@ __global__ void __launch_bounds__(T::kThreads)
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-    // Launched with PDL (kernels/pdl.cuh): the launch overlaps the previous kernel's tail, and
-    // nothing is read before it has finished (a and b may both come from it: activations, V, K).
-    detail::pdl_launch_dependents();
-    detail::pdl_wait();
     const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
     const int wm = warp % T::kWarpsM, wn = warp / T::kWarpsM;
     const int64_t tile = blockIdx.x;
@@ -365,8 +359,9 @@ void launch(const uint32_t* a, int64_t m, const uint32_t* b, int64_t n, int64_t 
         TRIT_CUDA_CHECK(cudaFuncSetAttribute(bin1_gemm_kernel<C, T>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     }
-    detail::launch_kernel(bin1_gemm_kernel<C, T>, dim3(static_cast<unsigned>(tiles)), dim3(T::kThreads),
-                          static_cast<size_t>(kSmem), stream, true, a, b, m, n, kblocks, tiles_m, out);
+    bin1_gemm_kernel<C, T><<<static_cast<unsigned>(tiles), T::kThreads, kSmem, stream>>>(
+        a, b, m, n, kblocks, tiles_m, out);
+    TRIT_CUDA_CHECK_LAST();
 }
 
 template <Bin1GemmCase C>

@@ -1,6 +1,6 @@
 // GEMV for bt<d> (balanced ternary, d = 1..4, exporters/formats/bt.h) weights times int8
 // activations, m = 1..8 tokens, under the products' contract (kernels/product.h): the "gemv" path
-// of the dispatch table. bt_gemv runs one of two kernels (both in bt_gemv.cu):
+// of the dispatch table. bt_gemv runs one of two kernels (bt_gemv_stream.cu, bt_gemv.cu):
 //   - stream (m <= 2, d <= 2): threads own a 16-byte chunk of every row, the weights stream in
 //     16-byte loads a tile of rows ahead, x stays in registers. Its rules, which
 //     bt_gemv_stream_rejects names: d in 1..2; m in 1..2; bt_row_bytes(k, d) <= 8177, and <= 7665

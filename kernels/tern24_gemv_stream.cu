@@ -1,0 +1,463 @@
+// The tern24 streaming GEMV, m <= 2 (tern24_gemv_stream, kernels/tern24_gemv.h; tern24_gemv.cu holds
+// the warp-per-row kernel and the dispatch).
+// The two kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
+// table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared memory
+// (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group and
+// token.
+//
+// Streaming kernel. Layout: a row is C = k / 128 chunks of 128 columns (16 mask + 8 sign bytes).
+// A team of 32 * ceil(C / 32) threads covers a row: thread c of a team owns chunk c of every row,
+// so its 128 bytes of x per token stay in registers for the whole kernel (threads c >= C hold
+// zeros and load nothing). A block holds S = 256 / team teams (S = 8, 4, 2, 2 for teams of 1..4
+// warps; blocks of 256 or 192 threads) and walks tiles of S * 2 consecutive rows, tile =
+// blockIdx.x, + gridDim.x, ..., team s taking rows 2s and 2s + 1 of a tile; the grid is as many
+// blocks as the GPU holds at once (occupancy x SMs, two blocks an SM at <= 128 registers).
+// Loads: 16- and 8-byte ld.global.nc.L1::no_allocate per row. Two tiles are in flight per thread
+// (96 bytes): register sets A and B hold a block's even and odd tiles, and right after a row of
+// the current tile is decoded its registers receive the same row of the tile two ahead, so the
+// ring needs no register copies.
+//
+// Decode, per 32-column word of a chunk (mask word M: byte b holds the bitmaps of groups 2b (low
+// nibble) and 2b + 1; its 16 sign bits: nibble b holds the sign pairs of groups 2b (bits 0-1) and
+// 2b + 1 (bits 2-3)). Per 32-bit sign register s (two words): em = s & 0x33333333, em4 = em << 4,
+// om = s & 0xCCCCCCCC, om << 2, om >> 2 (5 instructions). Per word: E = LOP3(M low nibbles,
+// PRMT(em, em4) high nibbles) holds in byte b the index of group 2b (2 instructions; the PRMT's
+// high nibbles are exactly sign pair << 4), O = LOP3(M >> 4, PRMT(om << 2, om >> 2)) that of group
+// 2b + 1 (3 instructions). The table's rows are 256 bytes apart, so PRMT(E or O, lane * 4) puts an
+// index byte at address bits 8-15 next to the lane's bank bits: one instruction per lookup
+// address (the LDS adds the table's base). Measured in the sm_90 SASS: per 32 weights
+// 10 PRMT + 3 LOP3 + 2.5 shifts + 8 LDS + 8 IDP.4A = 31.5 instructions at m = 1 (39.5 at m = 2),
+// 0.98 per weight; with the loads, reductions and barrier about 1.28 per weight at m = 1.
+//
+// Sums: each thread's chunk sum per row and token is reduced over its scale group's run of lanes
+// (groups of 128 * 2^e <= 4096 columns: runs of 2^e lanes, shuffles; one group or groups of whole
+// warps: a warp, REDUX), one partial per run goes to shared memory (double-buffered by tile parity:
+// one barrier per tile), and the first S * 2 * m threads each finish one (row, token): they add
+// each scale group's runs, then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups
+// in increasing order from +0.0f, no FMA). Their row's weight scale and bias are requested into
+// registers with the tile's weights, two tiles ahead (the rows of several groups' scales are
+// prefetched into L1): a miss there would hold the whole block at the next barrier. Launch: with
+// PackedWeights::pdl the first two tiles' weights, scales and bias are requested before
+// pdl_wait() (none of them is written by the kernel before, kernels/pdl.cuh); x and x_scale,
+// which it may write, after it. The code table is filled before pdl_wait() too.
+//
+#include "kernels/tern24_gemv.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "exporters/formats/tern24.h"
+#include "kernels/fast_div.h"
+#include "kernels/gemv_common.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
+#include "kernels/tern24_table.cuh"
+
+namespace trit::kernels {
+namespace {
+
+namespace fmt = trit::formats;
+using gemv::kWarp;
+using tern24dev::CodeTable;
+using tern24dev::kChunkCols;
+using tern24dev::kTableEntries;
+using tern24dev::make_code_table;
+
+// Threads read it while filling the shared tables.
+__constant__ CodeTable kCodes = make_code_table();
+
+bool aligned(const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+bool power_of_two(int64_t v) {
+    return v > 0 && (v & (v - 1)) == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming kernel.
+
+namespace stream {
+
+constexpr int kRows = 2;            // rows per slot and tile
+constexpr int kMaxThreads = 256;    // per block: slots * team
+constexpr int kTableStride = 64;    // words per table row (256 bytes: the index is address byte 1)
+constexpr int kMaxGroupLanes = 32;  // groups of 128 * 2^e <= 4096 columns are runs of lanes
+
+// Weights are read once: keep them out of L1.
+__device__ __forceinline__ uint4 load_mask(const uint8_t* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 load_signs(const uint8_t* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
+    return v;
+}
+// Asks for the 128-byte line at p in L1.
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+// The low nibbles of lo with the high nibbles of hi: one LOP3 (nvcc keeps the two masks apart).
+__device__ __forceinline__ uint32_t merge_nibbles(uint32_t lo, uint32_t hi) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(lo), "n"(0x0F0F0F0F), "r"(hi));
+    return d;
+}
+
+// v & mask, opaque to nvcc: it would otherwise rewrite (v & m) << s as (v << s) & (m << s), one
+// mask per shifted copy instead of one per sign word.
+template <uint32_t kMask>
+__device__ __forceinline__ uint32_t and_mask(uint32_t v) {
+    uint32_t d;
+    asm("and.b32 %0, %1, %2;" : "=r"(d) : "r"(v), "n"(kMask));
+    return d;
+}
+
+// The code word for the index in byte B of an E/O word: PRMT makes the byte offset
+// index * 256 + lane * 4 (lane4's bytes 2 and 3 are zero).
+template <int B>
+__device__ __forceinline__ uint32_t lookup(const uint32_t* table, uint32_t eo, uint32_t lane4) {
+    const uint32_t off = __byte_perm(eo, lane4, 0x7604u | (B << 4));
+    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(table) + off);
+}
+
+// acc[i] += the chunk (mask words mk, sign bits sg) . x[i] (128 int8 codes, natural order).
+template <int M>
+__device__ __forceinline__ void dot_chunk(const uint4& mk, const uint2& sg,
+                                          const uint32_t (&x)[M][32], const uint32_t* table,
+                                          uint32_t lane4, int (&acc)[M]) {
+    const uint32_t mw[4] = {mk.x, mk.y, mk.z, mk.w};
+    const uint32_t sr[2] = {sg.x, sg.y};
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+        // Sign pairs of the even groups (em) and odd groups (om), placed so that a PRMT of two of
+        // them gives a word whose byte b has group 2b's (or 2b + 1's) pair at bits 4-5, 0 at 6-7.
+        const uint32_t em = and_mask<0x33333333u>(sr[h2]), em4 = em << 4;
+        const uint32_t om = and_mask<0xCCCCCCCCu>(sr[h2]), oml = om << 2, omr = om >> 2;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int w = 2 * h2 + h;
+            const uint32_t e =
+                merge_nibbles(mw[w], __byte_perm(em, em4, h == 0 ? 0x1504u : 0x3726u));
+            const uint32_t o =
+                merge_nibbles(mw[w] >> 4, __byte_perm(oml, omr, h == 0 ? 0x5140u : 0x7362u));
+            const uint32_t code[8] = {lookup<0>(table, e, lane4), lookup<0>(table, o, lane4),
+                                      lookup<1>(table, e, lane4), lookup<1>(table, o, lane4),
+                                      lookup<2>(table, e, lane4), lookup<2>(table, o, lane4),
+                                      lookup<3>(table, e, lane4), lookup<3>(table, o, lane4)};
+#pragma unroll
+            for (int i = 0; i < M; ++i) {
+#pragma unroll
+                for (int q = 0; q < 8; ++q)
+                    acc[i] = __dp4a(static_cast<int>(code[q]), static_cast<int>(x[i][8 * w + q]),
+                                    acc[i]);
+            }
+        }
+    }
+}
+
+struct Args {
+    const uint8_t* mask;
+    const uint8_t* signs;
+    const int8_t* x;
+    int64_t n;
+    int k;
+    int chunks;          // C = k / 128
+    int team;            // threads per row slot: 32 * ceil(C / 32)
+    int slots;           // teams per block
+    int groups;          // G
+    int run_lanes;       // lanes per partial (a power of two dividing 32)
+    int runs_per_group;  // partials that make one scale group's sum
+    bool prefetch;       // read the first tile's weights, scales and bias before pdl_wait()
+    ProductOut out;
+};
+
+// A thread's chunks of one tile: kRows rows.
+struct Tile {
+    uint4 mask[kRows];
+    uint2 signs[kRows];
+};
+
+template <int M>
+__global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(const Args a) {
+    // Entry e of lane l at word e * kTableStride + l; words 32..63 of a row are unused.
+    __shared__ __align__(16) uint32_t table[kTableEntries * kTableStride];
+    // Partials per (tile parity, (row of the tile) * M + token, run of lanes of the team).
+    __shared__ int32_t partial[2][kRows * M * kMaxThreads];
+    const int t = static_cast<int>(threadIdx.x), lane = t % kWarp;
+    const int slot = t / a.team, c = t % a.team;
+    const bool owns = c < a.chunks;
+    const int tile_rows = a.slots * kRows;
+    const int64_t tiles = fmt::ceil_div(a.n, int64_t{tile_rows});
+    const int64_t grid_rows = int64_t{gridDim.x} * tile_rows;  // rows from one tile to the next
+    const int64_t mask_row = a.k / 8, signs_row = a.k / 16;    // bytes
+
+    // The next tile to request (tiles are requested in order): its first row for this thread's
+    // slot and the chunk's addresses there (past the last row once the block is done: never
+    // dereferenced then). A thread that owns no chunk never loads: its tiles stay zero.
+    int64_t load_row = int64_t{blockIdx.x} * tile_rows + slot * kRows;
+    const uint8_t* load_mask_p = a.mask + load_row * mask_row + int64_t{c} * 16;
+    const uint8_t* load_signs_p = a.signs + load_row * signs_row + int64_t{c} * 8;
+    // Row r of the next tile into d. Rows past n keep stale data: their sums are never used.
+    auto load_row_r = [&](Tile& d, int r) {
+        if (owns && load_row + r < a.n) {
+            d.mask[r] = load_mask(load_mask_p + r * mask_row);
+            d.signs[r] = load_signs(load_signs_p + r * signs_row);
+        }
+    };
+    auto next_tile = [&] {
+        load_row += grid_rows;
+        load_mask_p += grid_rows * mask_row;
+        load_signs_p += grid_rows * signs_row;
+    };
+    // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); its scale and
+    // bias are requested with the tile's weights.
+    const bool finisher = t < tile_rows * M;
+    const int e_row = t / M, e_tok = t % M;
+    const bool fused = a.out.y != nullptr;
+    int64_t scale_row = int64_t{blockIdx.x} * tile_rows + e_row;
+    auto load_epilogue = [&](float& ws, float& bias) {
+        const int64_t j = scale_row;
+        scale_row += grid_rows;
+        if (!finisher || !fused || j >= a.n) return;
+        const float* w = detail::epilogue_w_scale(a.out, j, a.groups);
+        if (a.groups == 1) {
+            ws = __ldg(w);
+        } else {
+            for (int g = 0; g < a.groups; g += 32)
+                prefetch_l1(w + g);
+            prefetch_l1(w + a.groups - 1);
+        }
+        if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
+    };
+
+    const int runs = a.team / a.run_lanes;  // partials per (row, token)
+    // Token e_tok's x scale: written by the previous kernel, so read after pdl_wait().
+    float sx = 0.0f;
+    // Output (j, e_tok) from the finisher's partials p (its runs, in order).
+    auto finish = [&](const int32_t* p, int64_t j, float ws, float bias) {
+        auto group_sum = [&](int g) {
+            const int begin = g * a.runs_per_group, end = min(begin + a.runs_per_group, runs);
+            int32_t sum = 0;
+            for (int e = begin; e < end; ++e)
+                sum += p[e];
+            return sum;
+        };
+        if (!fused) {
+            int32_t* dst = a.out.acc + (e_tok * a.n + j) * a.groups;
+            for (int g = 0; g < a.groups; ++g)
+                dst[g] = group_sum(g);
+            return;
+        }
+        // store_output's arithmetic: groups in order from +0.0f, then scale and bias.
+        float s = 0.0f;
+        if (a.groups == 1) {
+            s = detail::epilogue_add(s, ws, group_sum(0));
+        } else {
+            const float* w = detail::epilogue_w_scale(a.out, j, a.groups);
+            for (int g = 0; g < a.groups; ++g)
+                s = detail::epilogue_add(s, w[g], group_sum(g));
+        }
+        a.out.y[e_tok * a.n + j] = __fadd_rn(__fmul_rn(s, sx), bias);
+    };
+
+    // Two tiles in flight: A holds the even tiles of the block, B the odd ones.
+    Tile tile_a{}, tile_b{};
+    float ws_a = 0.0f, bias_a = 0.0f, ws_b = 0.0f, bias_b = 0.0f;
+    auto load_first = [&] {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+            load_row_r(tile_a, r);
+        next_tile();
+        load_epilogue(ws_a, bias_a);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+            load_row_r(tile_b, r);
+        next_tile();
+        load_epilogue(ws_b, bias_b);
+    };
+    if (a.prefetch) load_first();
+    detail::pdl_launch_dependents();
+    // The code table (constant memory and shared memory only: nothing the previous kernel writes).
+    for (int q = t; q < kTableEntries * (kWarp / 4); q += static_cast<int>(blockDim.x)) {
+        const uint32_t v = kCodes.w[q / (kWarp / 4)];
+        reinterpret_cast<uint4*>(table + (q / (kWarp / 4)) * kTableStride)[q % (kWarp / 4)] =
+            make_uint4(v, v, v, v);
+    }
+    detail::pdl_wait();
+    if (!a.prefetch) load_first();
+    uint32_t xr[M][32];
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+        const auto* xp = reinterpret_cast<const uint4*>(a.x + int64_t{i} * a.k +
+                                                        int64_t{owns ? c : 0} * kChunkCols);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const uint4 v = owns ? __ldg(xp + q) : make_uint4(0, 0, 0, 0);
+            xr[i][4 * q] = v.x;
+            xr[i][4 * q + 1] = v.y;
+            xr[i][4 * q + 2] = v.z;
+            xr[i][4 * q + 3] = v.w;
+        }
+    }
+    if (finisher && fused) sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : e_tok];
+    const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
+    const bool run_head = lane % a.run_lanes == 0;
+    // This thread's partial of row r, token i: part_at + (r * M + i) * runs.
+    const int part_at = slot * kRows * M * runs + c / a.run_lanes;
+    __syncthreads();  // the table is filled
+
+    // The current tile, its first row, and the partials' buffer it writes.
+    int64_t tile = blockIdx.x, row = int64_t{blockIdx.x} * tile_rows;
+    int par = 0;
+    // Multiplies the tile in `cur`; each row's registers then receive the same row of the tile two
+    // ahead (so the two tiles in flight need no register copies), and the scale registers, once
+    // the epilogue has used them, that tile's scale and bias.
+    auto step = [&](Tile& cur, float& ws, float& bias) {
+        int32_t* part = partial[par];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            int acc[M];
+#pragma unroll
+            for (int i = 0; i < M; ++i)
+                acc[i] = 0;
+            dot_chunk<M>(cur.mask[r], cur.signs[r], xr, table, lane4, acc);
+            load_row_r(cur, r);
+#pragma unroll
+            for (int i = 0; i < M; ++i) {
+                int s = acc[i];
+                if (a.run_lanes == kWarp) {
+                    s = __reduce_add_sync(0xffffffffu, s);
+                } else {
+                    for (int o = a.run_lanes / 2; o > 0; o /= 2)
+                        s += __shfl_xor_sync(0xffffffffu, s, o);
+                }
+                if (run_head) part[part_at + (r * M + i) * runs] = s;
+            }
+        }
+        next_tile();
+        __syncthreads();
+        const int64_t j = row + e_row;
+        if (finisher && j < a.n) finish(part + t * runs, j, ws, bias);
+        load_epilogue(ws, bias);
+        tile += gridDim.x;
+        row += grid_rows;
+        par ^= 1;
+    };
+    while (tile < tiles) {  // the same for the whole block
+        step(tile_a, ws_a, bias_a);
+        if (tile >= tiles) break;
+        step(tile_b, ws_b, bias_b);
+    }
+}
+
+// Blocks of `threads` threads of the kernel for M that the current device holds at once (cached
+// per device, M and threads: the queries cost about as much as a small GEMV).
+int64_t resident_blocks(int m, int threads) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int, int>, int64_t> cache;
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    const std::tuple<int, int, int> key{device, m, threads};
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    int sms = 0, per_sm = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (m == 1) {
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, tern24_gemv_stream_kernel<1>, threads, 0));
+    } else {
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, tern24_gemv_stream_kernel<2>, threads, 0));
+    }
+    const int64_t blocks = int64_t{sms} * std::max(per_sm, 1);
+    cache.emplace(key, blocks);
+    return blocks;
+}
+
+void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+            const ProductOut& out, cudaStream_t stream) {
+    Args a{};
+    a.mask = w.a;
+    a.signs = w.b;
+    a.x = x;
+    a.n = w.n;
+    a.k = static_cast<int>(w.k);
+    a.chunks = static_cast<int>(w.k / kChunkCols);
+    a.team = static_cast<int>(fmt::ceil_div(int64_t{a.chunks}, int64_t{kWarp})) * kWarp;
+    a.slots = std::max(1, kMaxThreads / a.team);
+    a.groups = static_cast<int>(fmt::acc_num_groups(w.k, group));
+    if (a.groups == 1) {
+        a.run_lanes = kWarp;
+        a.runs_per_group = a.team / kWarp;
+    } else if (group < kChunkCols * kMaxGroupLanes) {
+        a.run_lanes = static_cast<int>(group / kChunkCols);
+        a.runs_per_group = 1;
+    } else {
+        a.run_lanes = kWarp;
+        a.runs_per_group = static_cast<int>(group / (kChunkCols * kMaxGroupLanes));
+    }
+    a.prefetch = w.pdl;
+    a.out = out;
+    const int threads = a.slots * a.team;
+    const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
+    const dim3 grid(
+        static_cast<unsigned>(std::min(tiles, resident_blocks(static_cast<int>(m), threads))));
+    if (m == 1) {
+        detail::launch_kernel(tern24_gemv_stream_kernel<1>, grid, dim3(threads), 0, stream, true,
+                              a);
+    } else {
+        detail::launch_kernel(tern24_gemv_stream_kernel<2>, grid, dim3(threads), 0, stream, true,
+                              a);
+    }
+}
+
+}  // namespace stream
+
+// check_product, then `rule` (the kernel's own), naming `who`.
+void check_call(const char* who, const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                const ProductOut& out, const std::string& rule) {
+    check_product(who, w, x, m, group, out);
+    TRIT_CHECK(rule.empty(), who, " (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): ", rule);
+}
+
+}  // namespace
+
+std::string tern24_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                       int64_t group) {
+    if (w.format != Format::kTern24) return "tern24_gemv_stream takes tern24 weights only";
+    if (m < 1 || m > kTern24GemvStreamMaxM) return "m must be 1 or 2";
+    if (w.k < kChunkCols || w.k % kChunkCols != 0) return "k must be a positive multiple of 128";
+    if (w.k > kTern24GemvStreamMaxK) return "k must be <= 16384";
+    if (group < 1) return "group must be >= 1";
+    const int64_t warp_cols = kChunkCols * stream::kMaxGroupLanes;  // 4096
+    if (group < w.k &&
+        !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
+        group % warp_cols != 0)
+        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+    if (!aligned(w.a, 16) || !aligned(x, 16)) return "the mask and x must be 16-byte aligned";
+    if (!aligned(w.b, 8)) return "the signs must be 8-byte aligned";
+    return "";
+}
+
+void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                        const ProductOut& out, cudaStream_t stream) {
+    check_call("tern24_gemv_stream", w, x, m, group, out,
+               tern24_gemv_stream_rejects(w, x, m, group));
+    stream::launch(w, x, m, group, out, stream);
+}
+
+}  // namespace trit::kernels

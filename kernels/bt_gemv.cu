@@ -401,10 +401,7 @@ std::string bt_gemv_warp_rejects(const PackedWeights& w, const int8_t* /*x*/, in
 
 void bt_gemv_warp(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                   const ProductOut& out, cudaStream_t stream) {
-    check_product("bt_gemv_warp", w, x, m, group, out);
-    const std::string rule = warp::rejects(w, m, group);
-    TRIT_CHECK(rule.empty(), "bt_gemv_warp (", format_name(w.format), ", m=", m, ", n=", w.n,
-               ", k=", w.k, ", group=", group, "): ", rule);
+    gemv::check_call("bt_gemv_warp", w, x, m, group, out, warp::rejects(w, m, group));
     warp::run(w, x, m, group, out, stream);
 }
 
@@ -431,11 +428,11 @@ std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* /*x*/, int64_t
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
-    check_product("bt_gemv", w, x, m, group, out);
-    if (stream_takes(w, m, group)) return bt_gemv_stream(w, x, m, group, out, stream);
-    const std::string rule = warp::rejects(w, m, group);
-    TRIT_CHECK(rule.empty(), "bt_gemv (", format_name(w.format), ", m=", m, ", n=", w.n,
-               ", k=", w.k, ", group=", group, "): ", rule);
+    if (stream_takes(w, m, group)) {
+        check_product("bt_gemv", w, x, m, group, out);
+        return bt_gemv_stream(w, x, m, group, out, stream);
+    }
+    gemv::check_call("bt_gemv", w, x, m, group, out, warp::rejects(w, m, group));
     warp::run(w, x, m, group, out, stream);
 }
 

@@ -734,10 +734,7 @@ std::string bt_gemv_stream_rejects(const PackedWeights& w, const int8_t* /*x*/, 
 
 void bt_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                     const ProductOut& out, cudaStream_t stream) {
-    check_product("bt_gemv_stream", w, x, m, group, out);
-    const std::string rule = stream::rejects(w, m, group);
-    TRIT_CHECK(rule.empty(), "bt_gemv_stream (", format_name(w.format), ", m=", m, ", n=", w.n,
-               ", k=", w.k, ", group=", group, "): ", rule);
+    gemv::check_call("bt_gemv_stream", w, x, m, group, out, stream::rejects(w, m, group));
     stream::run(w, x, m, group, out, stream);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "core/error.h"
@@ -142,6 +143,15 @@ unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t sm
     }
     const int64_t want = (rows + warps - 1) / warps;
     return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, at_once)));
+}
+
+// A GEMV launcher's checks: check_product, then `rule` (the kernel's own, "" when it takes the
+// call), failing with "who (format, m=.., n=.., k=.., group=..): rule".
+inline void check_call(const char* who, const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                       const ProductOut& out, const std::string& rule) {
+    check_product(who, w, x, m, group, out);
+    TRIT_CHECK(rule.empty(), who, " (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): ", rule);
 }
 
 // Largest warps per block (8, 4, 2, 1) whose shared memory, smem_for(warps), fits the budget; 0

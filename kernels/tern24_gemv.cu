@@ -247,13 +247,6 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     return tern24_gemv_stream_rejects(w, x, m, group).empty();
 }
 
-// check_product, then `rule` (a kernel's own), naming `who`.
-void check_call(const char* who, const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                const ProductOut& out, const std::string& rule) {
-    check_product(who, w, x, m, group, out);
-    TRIT_CHECK(rule.empty(), who, " (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): ", rule);
-}
 
 }  // namespace
 
@@ -296,13 +289,13 @@ void tern24_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gro
         check_product("tern24_gemv", w, x, m, group, out);
         return tern24_gemv_stream(w, x, m, group, out, stream);
     }
-    check_call("tern24_gemv", w, x, m, group, out, tern24_gemv_warp_rejects(w, x, m, group));
+    gemv::check_call("tern24_gemv", w, x, m, group, out, tern24_gemv_warp_rejects(w, x, m, group));
     warp::run(w, x, m, group, out, stream);
 }
 
 void tern24_gemv_warp(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                       const ProductOut& out, cudaStream_t stream) {
-    check_call("tern24_gemv_warp", w, x, m, group, out, tern24_gemv_warp_rejects(w, x, m, group));
+    gemv::check_call("tern24_gemv_warp", w, x, m, group, out, tern24_gemv_warp_rejects(w, x, m, group));
     warp::run(w, x, m, group, out, stream);
 }
 

@@ -426,13 +426,6 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
 
 }  // namespace stream
 
-// check_product, then `rule` (the kernel's own), naming `who`.
-void check_call(const char* who, const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                const ProductOut& out, const std::string& rule) {
-    check_product(who, w, x, m, group, out);
-    TRIT_CHECK(rule.empty(), who, " (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): ", rule);
-}
 
 }  // namespace
 
@@ -455,7 +448,7 @@ std::string tern24_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, 
 
 void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                         const ProductOut& out, cudaStream_t stream) {
-    check_call("tern24_gemv_stream", w, x, m, group, out,
+    gemv::check_call("tern24_gemv_stream", w, x, m, group, out,
                tern24_gemv_stream_rejects(w, x, m, group));
     stream::launch(w, x, m, group, out, stream);
 }

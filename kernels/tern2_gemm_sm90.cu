@@ -1,14 +1,22 @@
 // tern2 x int8 GEMM for Hopper (sm_90a only; see kernels/tern2_gemm_sm90.h). One CTA computes a
-// (BM weights, 128 tokens) tile of the transposed product: 3 warp groups, the first a producer
-// that streams k-tiles of 128 columns (x: 128 token rows x 128 bytes, stored in wgmma's 128-byte
-// swizzle; codes: BM rows x 32 bytes) into an S-stage ring with cp.async and mbarriers; the other
-// two consumers, each owning BM / 2 weight rows as MW m64 blocks of wgmma.m64n128k32.s32.s8.s8
-// with the A operand in registers (codes decoded from shared memory in natural column order, as
-// wgmma's B operand x is laid out) and x read through a shared-memory descriptor. No LibTorch.
+// (BM weights, 128 tokens) tile of the transposed product with 3 warp groups:
+//   - a producer: one thread streams k-tiles of 128 columns through an S-stage ring with the
+//     tensor memory accelerator (TMA), x as 128 token rows x 128 bytes in wgmma's 128-byte
+//     swizzle and the codes as BM rows x 32 bytes, each stage completing on an mbarrier;
+//   - two consumers, each owning BM / 2 weight rows as MW m64 blocks of
+//     wgmma.m64n128k32.s32.s8.s8, with the A operand in registers (codes decoded from shared
+//     memory in natural column order, as wgmma's B operand x is laid out) and x read through a
+//     shared-memory descriptor. A consumer decodes k-tile kt + 1 into its second set of A
+//     registers while the tensor cores run k-tile kt, then releases kt's stage.
+// TMA zero-fills what lies past m, n and k. No LibTorch.
 #include "kernels/tern2_gemm_sm90.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
@@ -31,9 +39,9 @@ constexpr int kWarp = 32;
 constexpr int kWarpGroup = 128;
 constexpr int kThreads = 3 * kWarpGroup;  // producer + 2 consumers
 constexpr int kKS = 128;                  // k columns per stage: one 128-byte swizzled x row
+constexpr int kKSteps = kKS / 32;         // wgmma k32 steps per stage
 constexpr int kCodeRowBytes = kKS / fmt::kTern2CodesPerByte;  // 32
 constexpr int kBN = 128;                                      // tokens per CTA (wgmma N)
-constexpr int kGranule = 16;                                  // cp.async bytes
 constexpr int kXStageBytes = kBN * kKS;                       // 16 KiB, whole 1 KiB swizzle atoms
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 * 232 = 384 * 168
 constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
@@ -42,13 +50,14 @@ constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1,
 template <int MW, int S>
 struct Config {
     static constexpr int kMW = MW, kStages = S;
-    static constexpr int kBM = 2 * 64 * MW;
+    static constexpr int kBM = 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kCStageBytes = kBM * kCodeRowBytes;
     static constexpr int kCodesOffset = S * kXStageBytes;
     static constexpr int kBarOffset = kCodesOffset + S * kCStageBytes;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
     static constexpr int kSmemBytes = kBarOffset + 2 * S * 8 + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
+    static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -79,17 +88,21 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-// Arrives on `bar` once all of this thread's earlier cp.async have landed (the barrier's count
-// includes this arrival: .noinc).
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
 }
 
-// 16-byte global -> shared copy; zero-fills the destination when !valid (src is not read then).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0)
-                 : "memory");
+// TMA: the box at (c0 = innermost coordinate, c1) of `map` into shared memory at dst; completes
+// its bytes on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+        "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
 }
 
 // Keeps a register live and unmoved across the asynchronous wgmma that reads or writes it.
@@ -156,7 +169,10 @@ __device__ __forceinline__ void decode_step(uint32_t w0, uint32_t w1, uint32_t h
 #endif  // TRIT_SM90A_DEVICE
 
 template <class C>
-__global__ void __launch_bounds__(kThreads, 1) tern2_gemm_sm90_kernel(const Tern2GemmSm90Args a) {
+__global__ void __launch_bounds__(kThreads, 1)
+    tern2_gemm_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
+                           const __grid_constant__ CUtensorMap codes_map,
+                           const Tern2GemmSm90Args a) {
 #if TRIT_SM90A_DEVICE
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     constexpr int kMW = C::kMW, kStages = C::kStages, kBM = C::kBM;
@@ -165,48 +181,42 @@ __global__ void __launch_bounds__(kThreads, 1) tern2_gemm_sm90_kernel(const Tern
     const uint32_t s_base = smem_addr(smem);
     const uint32_t full0 = s_base + C::kBarOffset, empty0 = full0 + kStages * 8;
     const int tid = static_cast<int>(threadIdx.x), wg = tid / kWarpGroup;
-    const int64_t m0 = int64_t{blockIdx.x} * kBN, n0 = int64_t{blockIdx.y} * kBM;
+    const int mtiles = static_cast<int>((a.m + kBN - 1) / kBN);
+    const int tiles = mtiles * static_cast<int>((a.n + kBM - 1) / kBM);
     const int ktiles = static_cast<int>((a.k + kKS - 1) / kKS);
 
     if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {
-            mbar_init(full0 + 8 * s, kWarpGroup);  // every producer thread's cp.async arrival
-            mbar_init(empty0 + 8 * s, 8);          // every consumer warp
+            mbar_init(full0 + 8 * s, 1);  // the producer's arrival + the TMA bytes
+            mbar_init(empty0 + 8 * s, 8);  // every consumer warp
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
+    // Persistent: CTA b computes tiles b, b + grid, ...; tile tile % mtiles is the token block,
+    // tile / mtiles the weight block (neighbouring CTAs share weight rows). The ring runs on across
+    // tiles: its use number it gives the stage (it % S) and the phase ((it / S) & 1).
     if (wg == 0) {
-        // Producer: stage kt % S of k-tile kt once the consumers released it. Rows past m / n
-        // and columns past k are zero-filled.
+        // Producer: one thread loads the stage of each k-tile once the consumers released it; it
+        // runs ahead into the next tile while the consumers finish one.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-        const int64_t code_row_bytes = a.k / fmt::kTern2CodesPerByte;
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int s = kt % kStages;
-            mbar_wait(empty0 + 8 * s, ((kt / kStages) & 1) ^ 1);  // the first round passes
-            const int64_t col = int64_t{kt} * kKS;
-            const uint32_t xs = s_base + s * kXStageBytes;
-            // x: 128 rows x 8 granules; granule u of row r goes to granule u ^ (r % 8).
-#pragma unroll 1
-            for (int q = tid; q < kBN * (kKS / kGranule); q += kWarpGroup) {
-                const int r = q / (kKS / kGranule), u = q % (kKS / kGranule);
-                const bool ok = m0 + r < a.m && col + u * kGranule < a.k;
-                const int8_t* src = ok ? a.x + (m0 + r) * a.k + col + u * kGranule : a.x;
-                cp_async16(xs + r * kKS + ((u ^ (r % 8)) * kGranule), src, ok);
+        if (tid == 0) {
+            int it = 0;
+            for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
+                 tile += static_cast<int>(gridDim.x)) {
+                const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
+                for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                    const int s = it % kStages;
+                    mbar_wait(empty0 + 8 * s, ((it / kStages) & 1) ^ 1);  // first round passes
+                    const uint32_t full = full0 + 8 * s;
+                    mbar_arrive_expect_tx(full, kXStageBytes + C::kCStageBytes);
+                    tma_load_2d(s_base + s * kXStageBytes, &x_map, kt * kKS, m0, full);
+                    tma_load_2d(s_base + C::kCodesOffset + s * C::kCStageBytes, &codes_map,
+                                kt * kCodeRowBytes, n0, full);
+                }
             }
-            const uint32_t cs = s_base + C::kCodesOffset + s * C::kCStageBytes;
-#pragma unroll 1
-            for (int q = tid; q < kBM * (kCodeRowBytes / kGranule); q += kWarpGroup) {
-                const int r = q / (kCodeRowBytes / kGranule), u = q % (kCodeRowBytes / kGranule);
-                const bool ok = n0 + r < a.n && col + u * kGranule * 4 < a.k;
-                const uint8_t* src =
-                    ok ? a.codes + (n0 + r) * code_row_bytes + col / 4 + u * kGranule : a.codes;
-                cp_async16(cs + r * kCodeRowBytes + u * kGranule, src, ok);
-            }
-            cp_async_arrive(full0 + 8 * s);
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
         return;
     }
 
@@ -218,112 +228,185 @@ __global__ void __launch_bounds__(kThreads, 1) tern2_gemm_sm90_kernel(const Tern
     const int row0 = c * 64 * kMW + warp * 16 + g;  // + mw * 64 (+ 8)
 
     int32_t acc[kMW][64];
-#pragma unroll
-    for (int mw = 0; mw < kMW; ++mw)
-#pragma unroll
-        for (int e = 0; e < 64; ++e)
-            acc[mw][e] = 0;
-
-    for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % kStages;
-        mbar_wait(full0 + 8 * s, (kt / kStages) & 1);
-        // The producer's cp.async wrote through the generic proxy; wgmma reads x through the
-        // async proxy.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    using Frag = uint32_t[kMW][kKSteps][4];
+    // Waits for ring use `it` and decodes its codes into f.
+    const auto fetch = [&](int it, Frag& f) {
+        const int s = it % kStages;
+        mbar_wait(full0 + 8 * s, (it / kStages) & 1);
         const uint8_t* cs = smem + C::kCodesOffset + s * C::kCStageBytes;
-        const uint64_t desc = sw128_desc(s_base + s * kXStageBytes);
-#pragma unroll
-        for (int mw = 0; mw < kMW; ++mw)
-#pragma unroll
-            for (int e = 0; e < 64; ++e)
-                fence_operand(acc[mw][e]);
-        // Block by block: decode its 4 k32 steps, then issue them (a fence after each decode, as
-        // the A registers were just written); the live set stays at the accumulators plus
-        // 16 registers of A per issued block.
-        uint32_t af[kMW][kKS / 32][4];
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw) {
             const uint4* lo = reinterpret_cast<const uint4*>(cs + (row0 + mw * 64) * kCodeRowBytes);
             const uint4* hi = lo + 8 * kCodeRowBytes / 16;  // row + 8
             const uint4 l0 = lo[0], l1 = lo[1], h0 = hi[0], h1 = hi[1];
-            decode_step(l0.x, l0.y, h0.x, h0.y, sel, af[mw][0]);
-            decode_step(l0.z, l0.w, h0.z, h0.w, sel, af[mw][1]);
-            decode_step(l1.x, l1.y, h1.x, h1.y, sel, af[mw][2]);
-            decode_step(l1.z, l1.w, h1.z, h1.w, sel, af[mw][3]);
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int ks = 0; ks < kKS / 32; ++ks)
-                wgmma_m64n128k32(acc[mw], af[mw][ks], desc + 2 * ks);  // + 32 bytes per k32
+            decode_step(l0.x, l0.y, h0.x, h0.y, sel, f[mw][0]);
+            decode_step(l0.z, l0.w, h0.z, h0.w, sel, f[mw][1]);
+            decode_step(l1.x, l1.y, h1.x, h1.y, sel, f[mw][2]);
+            decode_step(l1.z, l1.w, h1.z, h1.w, sel, f[mw][3]);
         }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    };
+    const auto fence_acc = [&] {
 #pragma unroll
-        for (int mw = 0; mw < kMW; ++mw) {
+        for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int e = 0; e < 64; ++e)
                 fence_operand(acc[mw][e]);
+    };
+    // Issues ring use it's wgmmas from f as one commit group.
+    const auto issue = [&](int it, Frag& f) {
+        const uint64_t desc = sw128_desc(s_base + (it % kStages) * kXStageBytes);
+        fence_acc();
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-            for (int ks = 0; ks < kKS / 32; ++ks)
+        for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+            for (int ks = 0; ks < kKSteps; ++ks)
+                wgmma_m64n128k32(acc[mw], f[mw][ks], desc + 2 * ks);  // + 32 bytes per k32
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+    // After the wait that completed ring use it's group: f (its A registers) is free again (kept
+    // live up to here so that no decode reuses them early) and the warp releases the stage.
+    const auto retire = [&](int it, Frag& f) {
+        fence_acc();
+#pragma unroll
+        for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+            for (int ks = 0; ks < kKSteps; ++ks)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    fence_operand(af[mw][ks][e]);
-        }
+                    fence_operand(f[mw][ks][e]);
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * s);  // this warp is done with stage s
-    }
+        if (lane == 0) mbar_arrive(empty0 + 8 * (it % kStages));
+    };
 
-    // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. A warp's store
-    // covers 4 tokens x 8 consecutive weights: full 32-byte sectors. The y arithmetic is
-    // store_output's for one group (kernels/epilogue.cuh), with the weight-side operands loaded
-    // once per row: that keeps the live set small enough beside the 64 * MW accumulators.
     const ProductOut& o = a.out;
+    int it = 0;  // ring use of the tile's first k-tile
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
+         tile += static_cast<int>(gridDim.x), it += ktiles) {
 #pragma unroll
-    for (int mw = 0; mw < kMW; ++mw)
+        for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int64_t oj = n0 + row0 + mw * 64 + h * 8;
-            if (oj >= a.n) continue;
-            float ws = 0.0f, bias = 0.0f;
-            if (o.acc == nullptr) {
-                ws = epilogue_w_scale(o, oj, 1)[0];
-                bias = o.bias != nullptr ? o.bias[oj] : 0.0f;
+            for (int e = 0; e < 64; ++e)
+                acc[mw][e] = 0;
+        // Two sets of A registers: k-tile kt decodes into f0 when kt is even, f1 when odd, while
+        // the other set feeds the wgmmas still in flight.
+        Frag f0, f1;
+        fetch(it, f0);
+        for (int kt = 0; kt < ktiles; kt += 2) {
+            issue(it + kt, f0);
+            if (kt > 0) {
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                retire(it + kt - 1, f1);
+            }
+            if (kt + 1 < ktiles) {
+                fetch(it + kt + 1, f1);
+                issue(it + kt + 1, f1);
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                retire(it + kt, f0);
+                if (kt + 2 < ktiles) fetch(it + kt + 2, f0);
+            }
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (ktiles % 2 == 1)
+            retire(it + ktiles - 1, f0);
+        else
+            retire(it + ktiles - 1, f1);
+
+        // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. A warp's store
+        // covers 4 tokens x 8 consecutive weights: full 32-byte sectors. The y arithmetic is
+        // store_output's for one group (kernels/epilogue.cuh), with the weight-side operands
+        // loaded once per tile and the token's x scale once per token.
+        const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
+        float ws[kMW][2], bias[kMW][2];
+#pragma unroll
+        for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int64_t oj = n0 + row0 + mw * 64 + h * 8;
+                const bool load = o.acc == nullptr && oj < a.n;
+                ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;
+                bias[mw][h] = load && o.bias != nullptr ? o.bias[oj] : 0.0f;
             }
 #pragma unroll
-            for (int j = 0; j < kBN / 8; ++j)
+        for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int64_t oi = m0 + j * 8 + 2 * t + e;
-                    if (oi >= a.m) continue;
-                    const int32_t v = acc[mw][4 * j + 2 * h + e];
-                    if (o.acc != nullptr) {
-                        o.acc[oi * a.n + oj] = v;
-                    } else {
-                        const float sx = o.x_scale[o.x_scale_rows == 1 ? 0 : oi];
-                        o.y[oi * a.n + oj] =
-                            __fadd_rn(__fmul_rn(epilogue_add(0.0f, ws, v), sx), bias);
+            for (int e = 0; e < 2; ++e) {
+                const int64_t oi = m0 + j * 8 + 2 * t + e;
+                if (oi >= a.m) continue;
+                const float sx =
+                    o.acc == nullptr ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+#pragma unroll
+                for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int64_t oj = n0 + row0 + mw * 64 + h * 8;
+                        if (oj >= a.n) continue;
+                        const int32_t v = acc[mw][4 * j + 2 * h + e];
+                        if (o.acc != nullptr)
+                            o.acc[oi * a.n + oj] = v;
+                        else
+                            o.y[oi * a.n + oj] = __fadd_rn(
+                                __fmul_rn(epilogue_add(0.0f, ws[mw][h], v), sx), bias[mw][h]);
                     }
-                }
-        }
+            }
+    }
 #else
+    (void)x_map;
+    (void)codes_map;
     (void)a;
     __trap();  // the launcher runs this kernel only on compute capability 9.0
 #endif
 }
 
+// cuTensorMapEncodeTiled from the driver the runtime loaded (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        TRIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                         cudaEnableDefault, &found));
+        TRIT_CHECK(found == cudaDriverEntryPointSuccess && p != nullptr,
+                   "tern2_gemm_sm90: the CUDA driver has no cuTensorMapEncodeTiled (needs >= 12.0)");
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    }();
+    return fn;
+}
+
+// A 2-D byte tensor (rows x inner, rows `inner` bytes apart) read in boxes of box_rows x box_inner
+// bytes; reads past the tensor's edges fill zeros.
+CUtensorMap byte_map(const void* base, int64_t rows, int64_t inner, uint32_t box_inner,
+                     uint32_t box_rows, CUtensorMapSwizzle swizzle) {
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner)};
+    const cuuint32_t box[2] = {box_inner, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = encode_tiled()(
+        &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TRIT_CHECK(r == CUDA_SUCCESS, "tern2_gemm_sm90: cuTensorMapEncodeTiled failed (CUresult ", r,
+               ") for a ", rows, " x ", inner, " byte tensor");
+    return map;
+}
+
 template <class C>
-void launch(const Tern2GemmSm90Args& a, cudaStream_t stream) {
+void launch(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     const auto kernel = tern2_gemm_sm90_kernel<C>;
     TRIT_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    const dim3 grid(static_cast<unsigned>(fmt::ceil_div(a.m, int64_t{kBN})),
-                    static_cast<unsigned>(fmt::ceil_div(a.n, int64_t{C::kBM})));
-    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(a);
+    const CUtensorMap x_map = byte_map(a.x, a.m, a.k, kKS, kBN, CU_TENSOR_MAP_SWIZZLE_128B);
+    const CUtensorMap codes_map = byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte,
+                                           kCodeRowBytes, C::kBM, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const int64_t tiles = fmt::ceil_div(a.m, int64_t{kBN}) * fmt::ceil_div(a.n, int64_t{C::kBM});
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));
+    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(x_map, codes_map, a);
     TRIT_CUDA_CHECK_LAST();
 }
 
 // 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
-using WideTile = Config<2, 6>;    // (256, 128): 144 KiB ring
-using NarrowTile = Config<1, 8>;  // (128, 128): 160 KiB ring
+using WideTile = Config<2, 6>;     // (256, 128): 144 KiB ring
+using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring
 
 }  // namespace
 
@@ -332,13 +415,20 @@ bool tern2_gemm_sm90_built() {
 }
 
 void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
+    // TMA coordinates are 32-bit: the contract's m, n <= 2^31 - 1 and k / 4 fit.
+    TRIT_CHECK(a.m <= INT32_MAX && a.n <= INT32_MAX && a.k <= INT32_MAX,
+               "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
+               "): m, n and k must be <= 2147483647");
     // One CTA per SM (384 threads x 168 registers): the time is ~ waves x rows per CTA.
     const int64_t mtiles = fmt::ceil_div(a.m, int64_t{kBN});
+    TRIT_CHECK(mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <= INT32_MAX,
+               "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
+               "): more than 2147483647 output tiles of 128 x 128");
     const int64_t wide = fmt::ceil_div(mtiles * fmt::ceil_div(a.n, int64_t{WideTile::kBM}), sms);
     const int64_t narrow =
         fmt::ceil_div(mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}), sms);
-    if (2 * wide <= narrow) return launch<WideTile>(a, stream);
-    launch<NarrowTile>(a, stream);
+    if (2 * wide <= narrow) return launch<WideTile>(a, sms, stream);
+    launch<NarrowTile>(a, sms, stream);
 }
 
 }  // namespace trit::kernels::detail

@@ -53,7 +53,11 @@ struct Config {
     static constexpr int kBM = 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kCStageBytes = kBM * kCodeRowBytes;
     static constexpr int kCodesOffset = S * kXStageBytes;
-    static constexpr int kBarOffset = kCodesOffset + S * kCStageBytes;
+    // The staged epilogue's y tile: 128 tokens x BM outputs of 4 bytes, as BM / 32 boxes of
+    // 128 tokens x 128 bytes in the 128-byte swizzle (whole 1 KiB atoms).
+    static constexpr int kYOffset = kCodesOffset + S * kCStageBytes;
+    static constexpr int kYBoxBytes = kBN * 128;
+    static constexpr int kBarOffset = kYOffset + kBM / 32 * kYBoxBytes;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
     static constexpr int kSmemBytes = kBarOffset + 2 * S * 8 + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
@@ -103,6 +107,21 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
         "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
+}
+
+// TMA: shared memory at src to the box at (c0, c1) of `map` (clipped at the tensor's edges), in
+// this thread's current bulk group.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int c0, int c1, uint32_t src) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+            reinterpret_cast<uint64_t>(map)),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+}
+
+// Barrier `id` (1, 2: one per consumer warp group) over `threads` threads.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Keeps a register live and unmoved across the asynchronous wgmma that reads or writes it.
@@ -172,6 +191,7 @@ template <class C>
 __global__ void __launch_bounds__(kThreads, 1)
     tern2_gemm_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
                            const __grid_constant__ CUtensorMap codes_map,
+                           const __grid_constant__ CUtensorMap y_map, const bool staged,
                            const Tern2GemmSm90Args a) {
 #if TRIT_SM90A_DEVICE
     extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -312,47 +332,105 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             retire(it + ktiles - 1, f1);
 
-        // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. A warp's store
-        // covers 4 tokens x 8 consecutive weights: full 32-byte sectors. The y arithmetic is
-        // store_output's for one group (kernels/epilogue.cuh), with the weight-side operands
-        // loaded once per tile and the token's x scale once per token.
+        // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. The y
+        // arithmetic is store_output's for one group (kernels/epilogue.cuh), with the weight-side
+        // operands loaded once per tile and the token's x scale once per token.
         const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
+        const bool fused = o.acc == nullptr;
         float ws[kMW][2], bias[kMW][2];
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int64_t oj = n0 + row0 + mw * 64 + h * 8;
-                const bool load = o.acc == nullptr && oj < a.n;
+                const bool load = fused && oj < a.n;
                 ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;
                 bias[mw][h] = load && o.bias != nullptr ? o.bias[oj] : 0.0f;
             }
+        const auto value = [&](int mw, int h, int j, int e, float sx) {
+            const int32_t v = acc[mw][4 * j + 2 * h + e];
+            return fused ? __float_as_uint(__fadd_rn(
+                               __fmul_rn(epilogue_add(0.0f, ws[mw][h], v), sx), bias[mw][h]))
+                         : static_cast<uint32_t>(v);
+        };
+        if (staged) {
+            // Through shared memory: the warp group writes its 64 * MW outputs x 128 tokens into
+            // its 2 * MW boxes (conflict-free: a warp's 8 rows x 4 tokens land on 8 distinct
+            // 16-byte columns of the swizzle), then one thread hands them to TMA stores that run
+            // on while the next tile computes. The boxes are free again once the previous
+            // tile's stores have read them.
+            const int wt = tid % kWarpGroup;
+            const uint32_t ys = s_base + C::kYOffset + c * 2 * kMW * C::kYBoxBytes;
+            // Output wl = warp * 16 + g + mw * 64 + 8h of the group, token r = 8j + 2t + e: box
+            // wl / 32, row r, 16-byte column (wl % 32) / 4 ^ r % 8, where r % 8 = 2t + e.
+            uint32_t at[kMW][2][2];
+#pragma unroll
+            for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int wl = warp * 16 + g + mw * 64 + 8 * h, r8 = 2 * t + e;
+                        at[mw][h][e] = ys + (wl / 32) * C::kYBoxBytes + r8 * 128 +
+                                       (((wl % 32) / 4) ^ r8) * 16 + (wl % 4) * 4;
+                    }
+            if (wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            named_barrier(1 + c, kWarpGroup);
+#pragma unroll
+            for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int64_t oi = m0 + j * 8 + 2 * t + e;
+                    const float sx =
+                        fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+#pragma unroll
+                    for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+                            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[mw][h][e] + j * 1024),
+                                         "r"(value(mw, h, j, e, sx))
+                                         : "memory");
+                }
+            // The writes went through the generic proxy; the TMA reads through the async one.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            named_barrier(1 + c, kWarpGroup);
+            if (wt == 0) {
+                for (int b = 0; b < 2 * kMW; ++b)
+                    tma_store_2d(&y_map, n0 + c * 64 * kMW + 32 * b, m0, ys + b * C::kYBoxBytes);
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+            }
+            continue;
+        }
+        // Straight to global memory: a warp's store covers 4 tokens x 8 consecutive outputs, full
+        // 32-byte sectors.
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int64_t oi = m0 + j * 8 + 2 * t + e;
                 if (oi >= a.m) continue;
-                const float sx =
-                    o.acc == nullptr ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+                const float sx = fused ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
 #pragma unroll
                 for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int64_t oj = n0 + row0 + mw * 64 + h * 8;
                         if (oj >= a.n) continue;
-                        const int32_t v = acc[mw][4 * j + 2 * h + e];
-                        if (o.acc != nullptr)
-                            o.acc[oi * a.n + oj] = v;
+                        const uint32_t v = value(mw, h, j, e, sx);
+                        if (fused)
+                            o.y[oi * a.n + oj] = __uint_as_float(v);
                         else
-                            o.y[oi * a.n + oj] = __fadd_rn(
-                                __fmul_rn(epilogue_add(0.0f, ws[mw][h], v), sx), bias[mw][h]);
+                            o.acc[oi * a.n + oj] = static_cast<int32_t>(v);
                     }
             }
     }
+    // The last stores must have read their boxes before the CTA's shared memory goes.
+    if (staged && tid % kWarpGroup == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #else
     (void)x_map;
     (void)codes_map;
+    (void)y_map;
+    (void)staged;
     (void)a;
     __trap();  // the launcher runs this kernel only on compute capability 9.0
 #endif
@@ -390,6 +468,22 @@ CUtensorMap byte_map(const void* base, int64_t rows, int64_t inner, uint32_t box
     return map;
 }
 
+// A 2-D tensor of 4-byte words (rows x cols) in boxes of box_rows x box_cols, 128-byte swizzle.
+CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows) {
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 4};
+    const cuuint32_t box[2] = {box_cols, box_rows};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    const CUresult r = encode_tiled()(
+        &map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, base, dims, strides, box, elem_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TRIT_CHECK(r == CUDA_SUCCESS, "tern2_gemm_sm90: cuTensorMapEncodeTiled failed (CUresult ", r,
+               ") for a ", rows, " x ", cols, " output");
+    return map;
+}
+
 template <class C>
 void launch(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     const auto kernel = tern2_gemm_sm90_kernel<C>;
@@ -399,14 +493,19 @@ void launch(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     const CUtensorMap codes_map = byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte,
                                            kCodeRowBytes, C::kBM, CU_TENSOR_MAP_SWIZZLE_NONE);
     const int64_t tiles = fmt::ceil_div(a.m, int64_t{kBN}) * fmt::ceil_div(a.n, int64_t{C::kBM});
+    // The staged epilogue stores y (or acc) through TMA: rows of n * 4 bytes on 16-byte
+    // boundaries.
+    void* out = a.out.acc != nullptr ? static_cast<void*>(a.out.acc) : a.out.y;
+    const bool staged = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+    const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, kBN) : CUtensorMap{};
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));
-    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(x_map, codes_map, a);
+    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(x_map, codes_map, y_map, staged, a);
     TRIT_CUDA_CHECK_LAST();
 }
 
 // 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
-using WideTile = Config<2, 6>;     // (256, 128): 144 KiB ring
-using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring
+using WideTile = Config<2, 4>;     // (256, 128): 96 KiB ring + 128 KiB of y
+using NarrowTile = Config<1, 6>;   // (128, 128): 120 KiB ring + 64 KiB of y
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "kernels/bin1_gemm.h"
 #include "kernels/cuda_check.h"
 #include "kernels/product.h"
+#include "kernels/tern2_gemm.h"
 
 namespace trit::bench {
 namespace {
@@ -240,9 +241,19 @@ void time_row(Gpu& gpu, KernelRow& row, int64_t copies, const std::function<void
     }
 }
 
+// Forces one tern2 GEMM kernel (kernels/tern2_gemm.h) while it lives.
+class VariantScope {
+  public:
+    explicit VariantScope(kn::Tern2GemmVariant v) { kn::set_tern2_gemm_variant(v); }
+    ~VariantScope() { kn::set_tern2_gemm_variant(kn::Tern2GemmVariant::kAuto); }
+    VariantScope(const VariantScope&) = delete;
+    VariantScope& operator=(const VariantScope&) = delete;
+};
+
 kn::ProductPath product_path(const std::string& name) {
     if (name == "gemv") return kn::ProductPath::kGemv;
-    if (name == "gemm") return kn::ProductPath::kGemm;
+    if (name == "gemm" || name == "gemm.mma_sync" || name == "gemm.wgmma")
+        return kn::ProductPath::kGemm;
     if (name == "generic") return kn::ProductPath::kGeneric;
     return kn::ProductPath::kAuto;
 }
@@ -434,6 +445,19 @@ class ShapeBench {
             r.bytes +=
                 4 * dm * dk + dm * dk + 4 * dm;  // the quantizer reads float x, writes q, scales
         if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths
+        // gemm.mma_sync / gemm.wgmma: the gemm path with that tern2 GEMM kernel (which the tern24
+        // dense path runs too) forced for the row's calls.
+        const size_t dot = path_arg.find('.');
+        if (dot != std::string::npos) {
+            r.path = path_arg.substr(dot + 1) + "*";
+            if (w.format != kn::Format::kTern2 && w.format != kn::Format::kTern24) {
+                r.note = "--paths " + path_arg + ": tern2 and tern24 rows only";
+                return r;
+            }
+        }
+        const VariantScope variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
+                                   : path_arg == "gemm.wgmma" ? kn::Tern2GemmVariant::kWgmma
+                                                              : kn::Tern2GemmVariant::kMmaSync);
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
             if (with_act)

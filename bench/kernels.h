@@ -60,7 +60,9 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    std::vector<std::string> paths;  // auto, gemv, gemm, generic (product() rows only)
+    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma (product() rows only; the last two
+    // force that tern2 GEMM kernel, tern2 and tern24 rows only)
+    std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
     double budget_s = 1.0;  // timed GPU seconds per case, at least 5 samples

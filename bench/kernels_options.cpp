@@ -127,12 +127,16 @@ std::vector<KernelFormat> parse_format_list(const std::string& text) {
 std::vector<std::string> parse_path_list(const std::string& text) {
     std::vector<std::string> paths;
     for (const std::string& item : split_list(text)) {
-        TRIT_CHECK(item == "auto" || item == "gemv" || item == "gemm" || item == "generic",
-                   "--paths: expected auto, gemv, gemm or generic (comma-separated), got '", item,
-                   "'");
+        TRIT_CHECK(item == "auto" || item == "gemv" || item == "gemm" || item == "generic" ||
+                       item == "gemm.mma_sync" || item == "gemm.wgmma",
+                   "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync or gemm.wgmma "
+                   "(comma-separated), got '",
+                   item, "'");
         paths.push_back(item);
     }
-    TRIT_CHECK(!paths.empty(), "--paths: expected auto, gemv, gemm or generic, got an empty list");
+    TRIT_CHECK(!paths.empty(),
+               "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync or gemm.wgmma, got an "
+               "empty list");
     check_unique(
         "--paths", paths, [](const std::string& p) { return p; }, text);
     return paths;

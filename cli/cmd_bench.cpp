@@ -35,8 +35,10 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
         "ternary V; tern_tern: ternary Q x ternary K); default tern2,tern24,bt2,bin1_tern with "
         "bt2 at m <= 8 only (its fast kernel is a gemv) and bin1_tern at m >= 2");
     k->add_option("--paths", a->paths,
-                  "Product paths, comma-separated: auto, gemv, gemm, generic; default auto (the "
-                  "b1 GEMMs always run the tile their chooser picks, shown in the path column)");
+                  "Product paths, comma-separated: auto, gemv, gemm, generic, and gemm.mma_sync / "
+                  "gemm.wgmma (the gemm path with that tern2 GEMM kernel forced; tern2 and tern24 "
+                  "rows only); default auto (the b1 GEMMs always run the tile their chooser "
+                  "picks, shown in the path column)");
     k->add_option("--reps", a->reps,
                   "Timed samples per case (at most; a case stops after ~1 s of GPU time)")
         ->capture_default_str();

@@ -82,9 +82,13 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
 
     EXPECT_EQ(bench::parse_path_list("auto,generic"),
               (std::vector<std::string>{"auto", "generic"}));
-    EXPECT_THAT(
-        error_of([] { bench::parse_path_list("fast"); }),
-        HasSubstr("--paths: expected auto, gemv, gemm or generic (comma-separated), got 'fast'"));
+    EXPECT_EQ(bench::parse_path_list("gemm.mma_sync,gemm.wgmma"),
+              (std::vector<std::string>{"gemm.mma_sync", "gemm.wgmma"}));
+    EXPECT_THAT(error_of([] { bench::parse_path_list("fast"); }),
+                HasSubstr("--paths: expected auto, gemv, gemm, generic, gemm.mma_sync or "
+                          "gemm.wgmma (comma-separated), got 'fast'"));
+    EXPECT_THAT(error_of([] { bench::parse_path_list("gemm.dp4a"); }),
+                HasSubstr("got 'gemm.dp4a'"));
 }
 
 TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {

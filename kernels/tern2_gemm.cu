@@ -364,9 +364,16 @@ bool aligned16(const void* p) {
 
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 
-// Auto dispatch sends m above this to the wgmma kernel (its CTA covers 128 tokens; below, the
-// mma.sync kernel's split-k fills the GPU better).
-constexpr int64_t kWgmmaMinM = 64;
+// Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. It has no split-k:
+// its CTAs own (128 tokens, 128 or 256 weights) tiles, so it needs enough of them to fill the
+// GPU, while the mma.sync kernel's time grows with m. Measured crossover (H100, 2026-11-23, `trit
+// bench kernels --paths gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md): wgmma wins at every
+// m >= 256, at m >= 128 from 32 tiles of 128 x 128 (4096x4096: 19.96 vs 33.79 us; 2560x2560:
+// 14.85 vs 13.95), at m >= 64 from 48 (6912x2560: 14.99 vs 17.91; 4096x4096: 19.59 vs 16.83).
+bool wgmma_pays(int64_t m, int64_t n) {
+    const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
+    return m >= 256 || (m >= 128 && tiles >= 32) || (m >= 64 && tiles >= 48);
+}
 
 }  // namespace
 
@@ -426,10 +433,8 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    "compute capability 9.0 device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
-    constexpr bool kWgmmaInAuto = true;
     if (variant == Tern2GemmVariant::kWgmma ||
-        (kWgmmaInAuto && variant == Tern2GemmVariant::kAuto && hopper && one_group &&
-         m >= kWgmmaMinM)) {
+        (variant == Tern2GemmVariant::kAuto && hopper && one_group && wgmma_pays(m, w.n))) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;

@@ -11,9 +11,11 @@
 // m and n need not be multiples of the tiles (rows past m or n are zero-filled and not stored);
 // k need not be a multiple of the k-tile (columns past k are zero-filled).
 //
-// Kernels: the mma.sync kernel below takes every call of the contract. An sm_90a wgmma kernel
-// (kernels/tern2_gemm_sm90.h; weights as wgmma's M, tokens as N; one scale group, a 9.0 device)
-// runs only when forced with set_tern2_gemm_variant(kWgmma): racecheck still reports hazards in it.
+// Kernels: the mma.sync kernel below takes every call of the contract. The sm_90a wgmma kernel
+// (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N) takes
+// one-scale-group calls on a compute capability 9.0 device once there are enough (128 x 128)
+// tiles to fill it: m >= 256, or m >= 128 with >= 32 tiles, or m >= 64 with >= 48 (measured
+// crossover, see the .cu); set_tern2_gemm_variant forces either.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
 // product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],

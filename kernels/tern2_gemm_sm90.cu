@@ -15,6 +15,7 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "exporters/formats/common.h"

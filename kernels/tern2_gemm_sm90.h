@@ -1,7 +1,9 @@
 // The sm_90a (Hopper) kernel behind tern2_gemm (kernels/tern2_gemm.h) for many tokens and one
 // scale group: wgmma.mma_async with the decoded weights as the register A operand (weights are
-// the M rows, tokens the N columns) and x as the shared-memory B operand. Internal to the kernels:
-// tern2_gemm checks the contract and picks this path; tests force it through Tern2GemmVariant.
+// the M rows, tokens the N columns) and x as the shared-memory B operand, both loaded by TMA;
+// persistent CTAs; y (or acc) leaves through shared memory and TMA stores when n % 4 == 0 and the
+// output is 16-byte aligned, else through direct stores. Internal to the kernels: tern2_gemm
+// checks the contract and picks this path; tests force it through Tern2GemmVariant.
 #pragma once
 
 #include <cuda_runtime_api.h>

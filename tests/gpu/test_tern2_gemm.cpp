@@ -48,15 +48,19 @@ const std::vector<GemmShape> kUnsplitShapes = {
     {257, 11264, 192, 192},  // large tile: 3 x 88 tiles
 };
 
-// Large m and one group: auto dispatch's wgmma shapes on an H100 (m > 256), and the wgmma kernel
-// forced over the awkward ones: m far below its 128-token tile, n off its 128 / 256 weight rows,
-// k off its 128-column k-tile (k = 64: half a tile), group > k. {300, 11200, 192} has enough
-// tiles for the 256-row tile on a 132-SM H100; the others take the 128-row tile.
+// Large m and one group: auto dispatch's wgmma shapes on an H100, and the wgmma kernel forced over
+// the awkward ones: m far below its 128-token tile, n off its 128 / 256 weight rows and off
+// multiples of 4 (direct stores instead of the staged TMA epilogue), k off its 128-column k-tile
+// (k = 64: half a tile), group > k. {300, 11200, 192} has enough tiles for the 256-row tile on a
+// 132-SM H100; the others take the 128-row tile. The last two have more tiles than SMs, so a
+// persistent CTA runs several, its ring carried across them (odd and even k-tile counts), through
+// either epilogue.
 const std::vector<GemmShape> kOneGroupShapes = {
     {9, 1, 64, 64},         {16, 3, 192, 192},      {17, 17, 256, 256},     {33, 130, 2560, 2560},
     {64, 64, 256, 1000},    {128, 128, 128, 128},   {129, 129, 320, 320},   {300, 3, 64, 64},
     {300, 130, 2560, 2560}, {256, 200, 768, 768},   {64, 70, 3072, 3072},   {2048, 768, 768, 768},
     {300, 11200, 192, 192}, {513, 257, 4096, 4096}, {1000, 384, 448, 8192},
+    {1100, 4100, 320, 320}, {600, 4099, 448, 448},
 };
 
 // Forces one tern2_gemm kernel for a test's lifetime.

@@ -241,15 +241,6 @@ void time_row(Gpu& gpu, KernelRow& row, int64_t copies, const std::function<void
     }
 }
 
-// Forces one tern2 GEMM kernel (kernels/tern2_gemm.h) while it lives.
-class VariantScope {
-  public:
-    explicit VariantScope(kn::Tern2GemmVariant v) { kn::set_tern2_gemm_variant(v); }
-    ~VariantScope() { kn::set_tern2_gemm_variant(kn::Tern2GemmVariant::kAuto); }
-    VariantScope(const VariantScope&) = delete;
-    VariantScope& operator=(const VariantScope&) = delete;
-};
-
 kn::ProductPath product_path(const std::string& name) {
     if (name == "gemv") return kn::ProductPath::kGemv;
     if (name == "gemm" || name == "gemm.mma_sync" || name == "gemm.wgmma")
@@ -455,9 +446,9 @@ class ShapeBench {
                 return r;
             }
         }
-        const VariantScope variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
-                                   : path_arg == "gemm.wgmma" ? kn::Tern2GemmVariant::kWgmma
-                                                              : kn::Tern2GemmVariant::kMmaSync);
+        const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
+                                                 : path_arg == "gemm.wgmma" ? kn::Tern2GemmVariant::kWgmma
+                                                                            : kn::Tern2GemmVariant::kMmaSync);
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
             if (with_act)

@@ -50,4 +50,13 @@ enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma };
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();
 
+// Forces a variant while it lives, then restores kAuto (tests and benchmarks).
+class ScopedTern2GemmVariant {
+  public:
+    explicit ScopedTern2GemmVariant(Tern2GemmVariant v) { set_tern2_gemm_variant(v); }
+    ~ScopedTern2GemmVariant() { set_tern2_gemm_variant(Tern2GemmVariant::kAuto); }
+    ScopedTern2GemmVariant(const ScopedTern2GemmVariant&) = delete;
+    ScopedTern2GemmVariant& operator=(const ScopedTern2GemmVariant&) = delete;
+};
+
 }  // namespace trit::kernels

@@ -63,18 +63,7 @@ const std::vector<GemmShape> kOneGroupShapes = {
     {1100, 4100, 320, 320}, {600, 4099, 448, 448},
 };
 
-// Forces one tern2_gemm kernel for a test's lifetime.
-class VariantScope {
-  public:
-    explicit VariantScope(trit::kernels::Tern2GemmVariant v) {
-        trit::kernels::set_tern2_gemm_variant(v);
-    }
-    ~VariantScope() {
-        trit::kernels::set_tern2_gemm_variant(trit::kernels::Tern2GemmVariant::kAuto);
-    }
-    VariantScope(const VariantScope&) = delete;
-    VariantScope& operator=(const VariantScope&) = delete;
-};
+using VariantScope = trit::kernels::ScopedTern2GemmVariant;
 
 // Compute capability 9.0: where the sm_90a wgmma kernel runs.
 bool device_is_sm90() {

@@ -1,5 +1,5 @@
 // tern24 GEMV (kernels/tern24_gemv.h): the warp-per-row kernel and the dispatch between it and the
-// streaming kernel (m <= 2, tern24_gemv_stream.cu).
+// streaming kernel (m <= 2, gemv_stream.cu).
 // The two kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
 // table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared memory
 // (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group and

@@ -1,4 +1,4 @@
-// The tern24 GEMVs' decode table (tern24_gemv.cu, tern24_gemv_stream.cu): a 4-column group's 6-bit
+// The tern24 GEMVs' decode table (tern24_gemv.cu, gemv_stream.cu): a 4-column group's 6-bit
 // index, bitmap | sign_pair << 4, to its 4 int8 codes in one word (column 4g + p in byte p).
 // Host/device constexpr; each kernel file puts it in constant memory and copies it per lane into
 // shared memory.

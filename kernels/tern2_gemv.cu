@@ -32,6 +32,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemv_dp4a.h"
+#include "kernels/tern2_gemv_stream.h"
 #include "kernels/tern2_skinny.h"
 #include "kernels/tern2_mma.cuh"
 
@@ -206,6 +207,17 @@ bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 
 // The dp4a kernel runs the m = 1 calls the streaming kernel declines (several scale groups): at
 // m = 2 it re-decodes the weights per token and measured slower than the mma kernel.
+// The tern24-layout streaming kernel runs the m = 1 calls it takes on matrices of >= 16 MiB of
+// codes. On the H100 it beat the kernels below from there on: 8192 x 8192, a tie; 16384 x 8192,
+// 15.2 vs 17.6 us; the 131 MB 128256 x 4096, 46.7 vs 57.8 us. Below that it lost by up to 19 %
+// (docs/BENCHMARKS.md, session 9).
+constexpr int64_t kStreamMinBytes = int64_t{16} << 20;
+
+bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return m == 1 && w.n * (w.k / formats::kTern2CodesPerByte) >= kStreamMinBytes &&
+           tern2_gemv_stream_rejects(w, x, m, group).empty();
+}
+
 bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     return m == 1 && !skinny_takes(w, x, m, group) && tern2_gemv_dp4a_rejects(w, x, m, group).empty();
 }
@@ -213,11 +225,12 @@ bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 }  // namespace
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
+    if (stream_takes(w, x, m, group) || dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
     return tern2_gemv_mma_rejects(w, x, m, group);
 }
 
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (stream_takes(w, x, m, group)) return "stream";
     if (dp4a_takes(w, x, m, group)) return "dp4a";
     if (skinny_takes(w, x, m, group)) return "skinny";
     return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
@@ -226,6 +239,7 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream) {
     // Each launcher runs the shared checks itself.
+    if (stream_takes(w, x, m, group)) return tern2_gemv_stream(w, x, m, group, out, stream);
     if (dp4a_takes(w, x, m, group)) return tern2_gemv_dp4a(w, x, m, group, out, stream);
     if (skinny_takes(w, x, m, group)) {
         bool clusters = true;

@@ -1,4 +1,6 @@
-// tern2 x int8 GEMV for 1..16 tokens: the "gemv" path of the dispatch table. It runs the streaming
+// tern2 x int8 GEMV for 1..16 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
+// of >= 16 MiB of codes it runs the tern24-layout streaming kernel (kernels/tern2_gemv_stream.h:
+// k % 128 == 0, k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
 // k <= 4096) when it takes the call, else for m = 1 the streaming dp4a GEMV
 // (kernels/tern2_gemv_dp4a.h: k <= 16384, scale groups of 64 * 2^e columns), and otherwise the
@@ -32,8 +34,8 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
 // The mma.sync kernel's own rules (the list above).
 std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                    int64_t group);
-// Which kernel tern2_gemv runs for the call on a 9.0 device: "dp4a", "skinny", "mma", or "" (it
-// throws).
+// Which kernel tern2_gemv runs for the call on a 9.0 device: "stream", "dp4a", "skinny", "mma", or
+// "" (it throws).
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -1,11 +1,15 @@
-// The tern24 streaming GEMV, m <= 2 (tern24_gemv_stream, kernels/tern24_gemv.h; tern24_gemv.cu holds
-// the warp-per-row kernel and the dispatch).
-// The two kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
+// The streaming GEMV of kernels/tern24_gemv.h (tern24_gemv_stream, m <= 2; tern24_gemv.cu holds the
+// warp-per-row kernel and the dispatch) and kernels/tern2_gemv_stream.h (tern2_gemv_stream, m = 1):
+// one kernel, gemv_stream_kernel<Codec, M>, whose Codec says how a 128-column chunk is loaded and
+// multiplied. Tern2Codec: 32 code bytes per chunk, the __byte_perm decode of kernels/tern2_mma.cuh
+// and dp4a, x permuted to match, no table. Tern24Codec, as follows.
+// The two tern24 kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
 // table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared memory
 // (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group and
 // token.
 //
-// Streaming kernel. Layout: a row is C = k / 128 chunks of 128 columns (16 mask + 8 sign bytes).
+// Streaming kernel. Layout: a row is C = k / 128 chunks of 128 columns (tern24: 16 mask + 8 sign
+// bytes; tern2: 32 code bytes).
 // A team of 32 * ceil(C / 32) threads covers a row: thread c of a team owns chunk c of every row,
 // so its 128 bytes of x per token stay in registers for the whole kernel (threads c >= C hold
 // zeros and load nothing). A block holds S = 256 / team teams (S = 8, 4, 2, 2 for teams of 1..4
@@ -56,6 +60,8 @@
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
 #include "kernels/tern24_table.cuh"
+#include "kernels/tern2_gemv_stream.h"
+#include "kernels/tern2_mma.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -89,14 +95,14 @@ constexpr int kTableStride = 64;    // words per table row (256 bytes: the index
 constexpr int kMaxGroupLanes = 32;  // groups of 128 * 2^e <= 4096 columns are runs of lanes
 
 // Weights are read once: keep them out of L1.
-__device__ __forceinline__ uint4 load_mask(const uint8_t* p) {
+__device__ __forceinline__ uint4 load16(const uint8_t* p) {
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
 }
-__device__ __forceinline__ uint2 load_signs(const uint8_t* p) {
+__device__ __forceinline__ uint2 load8(const uint8_t* p) {
     uint2 v;
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
                  : "=r"(v.x), "=r"(v.y)
@@ -167,9 +173,60 @@ __device__ __forceinline__ void dot_chunk(const uint4& mk, const uint2& sg,
     }
 }
 
+// How a format's 128-column chunk is loaded and multiplied: the kernel below is the same for both.
+// tern24: 16 mask bytes (array a) and 8 sign bytes (array b) per chunk, decoded through the
+// shared-memory table, x in natural column order.
+struct Tern24Codec {
+    static constexpr bool kTable = true;
+    static constexpr int kMaxM = 2;
+    static constexpr int kABytes = 16, kBBytes = 8;  // per chunk
+    struct Chunk {
+        uint4 mask;
+        uint2 signs;
+    };
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) { return {load16(pa), load8(pb)}; }
+    __device__ static void load_x(const uint4& v, uint32_t* r) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
+    template <int M>
+    __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t* table,
+                               uint32_t lane4, int (&acc)[M]) {
+        dot_chunk<M>(c.mask, c.signs, x, table, lane4, acc);
+    }
+};
+
+// tern2: 32 code bytes per chunk (array a), decoded as in kernels/tern2_mma.cuh (9 integer
+// instructions for 16 weights, 4 dp4a), x permuted to match per 16 columns.
+struct Tern2Codec {
+    static constexpr bool kTable = false;
+    static constexpr int kMaxM = 1;  // two tokens' x and two tiles of 32-byte chunks spill
+    static constexpr int kABytes = 32, kBBytes = 0;
+    struct Chunk {
+        uint4 lo, hi;
+    };
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t*) { return {load16(pa), load16(pa + 16)}; }
+    __device__ static void load_x(const uint4& v, uint32_t* r) { tern2dev::permute_x(v, r); }
+    template <int M>
+    __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t*, uint32_t,
+                               int (&acc)[M]) {
+        const uint32_t w[8] = {c.lo.x, c.lo.y, c.lo.z, c.lo.w, c.hi.x, c.hi.y, c.hi.z, c.hi.w};
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+            int s[2] = {acc[i], 0};  // two chains
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                uint32_t d[4];
+                tern2dev::decode_word(w[q], d);
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    s[q & 1] = __dp4a(static_cast<int>(d[e]), static_cast<int>(x[i][4 * q + e]), s[q & 1]);
+            }
+            acc[i] = s[0] + s[1];
+        }
+    }
+};
+
 struct Args {
-    const uint8_t* mask;
-    const uint8_t* signs;
+    const uint8_t* a;    // tern24: the mask; tern2: the codes
+    const uint8_t* b;    // tern24: the signs; tern2: unused
     const int8_t* x;
     int64_t n;
     int k;
@@ -184,15 +241,16 @@ struct Args {
 };
 
 // A thread's chunks of one tile: kRows rows.
+template <class Codec>
 struct Tile {
-    uint4 mask[kRows];
-    uint2 signs[kRows];
+    typename Codec::Chunk row[kRows];
 };
 
-template <int M>
-__global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(const Args a) {
+template <class Codec, int M>
+__global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args a) {
+    using Tile = stream::Tile<Codec>;
     // Entry e of lane l at word e * kTableStride + l; words 32..63 of a row are unused.
-    __shared__ __align__(16) uint32_t table[kTableEntries * kTableStride];
+    __shared__ __align__(16) uint32_t table[Codec::kTable ? kTableEntries * kTableStride : 1];
     // Partials per (tile parity, (row of the tile) * M + token, run of lanes of the team).
     __shared__ int32_t partial[2][kRows * M * kMaxThreads];
     const int t = static_cast<int>(threadIdx.x), lane = t % kWarp;
@@ -201,25 +259,22 @@ __global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(cons
     const int tile_rows = a.slots * kRows;
     const int64_t tiles = fmt::ceil_div(a.n, int64_t{tile_rows});
     const int64_t grid_rows = int64_t{gridDim.x} * tile_rows;  // rows from one tile to the next
-    const int64_t mask_row = a.k / 8, signs_row = a.k / 16;    // bytes
+    const int64_t a_row = int64_t{a.chunks} * Codec::kABytes, b_row = int64_t{a.chunks} * Codec::kBBytes;
 
     // The next tile to request (tiles are requested in order): its first row for this thread's
     // slot and the chunk's addresses there (past the last row once the block is done: never
     // dereferenced then). A thread that owns no chunk never loads: its tiles stay zero.
     int64_t load_row = int64_t{blockIdx.x} * tile_rows + slot * kRows;
-    const uint8_t* load_mask_p = a.mask + load_row * mask_row + int64_t{c} * 16;
-    const uint8_t* load_signs_p = a.signs + load_row * signs_row + int64_t{c} * 8;
+    const uint8_t* load_a_p = a.a + load_row * a_row + int64_t{c} * Codec::kABytes;
+    const uint8_t* load_b_p = a.b + load_row * b_row + int64_t{c} * Codec::kBBytes;
     // Row r of the next tile into d. Rows past n keep stale data: their sums are never used.
     auto load_row_r = [&](Tile& d, int r) {
-        if (owns && load_row + r < a.n) {
-            d.mask[r] = load_mask(load_mask_p + r * mask_row);
-            d.signs[r] = load_signs(load_signs_p + r * signs_row);
-        }
+        if (owns && load_row + r < a.n) d.row[r] = Codec::load(load_a_p + r * a_row, load_b_p + r * b_row);
     };
     auto next_tile = [&] {
         load_row += grid_rows;
-        load_mask_p += grid_rows * mask_row;
-        load_signs_p += grid_rows * signs_row;
+        load_a_p += grid_rows * a_row;
+        load_b_p += grid_rows * b_row;
     };
     // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); its scale and
     // bias are requested with the tile's weights.
@@ -290,7 +345,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(cons
     if (a.prefetch) load_first();
     detail::pdl_launch_dependents();
     // The code table (constant memory and shared memory only: nothing the previous kernel writes).
-    for (int q = t; q < kTableEntries * (kWarp / 4); q += static_cast<int>(blockDim.x)) {
+    for (int q = t; Codec::kTable && q < kTableEntries * (kWarp / 4); q += static_cast<int>(blockDim.x)) {
         const uint32_t v = kCodes.w[q / (kWarp / 4)];
         reinterpret_cast<uint4*>(table + (q / (kWarp / 4)) * kTableStride)[q % (kWarp / 4)] =
             make_uint4(v, v, v, v);
@@ -303,13 +358,8 @@ __global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(cons
         const auto* xp = reinterpret_cast<const uint4*>(a.x + int64_t{i} * a.k +
                                                         int64_t{owns ? c : 0} * kChunkCols);
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            const uint4 v = owns ? __ldg(xp + q) : make_uint4(0, 0, 0, 0);
-            xr[i][4 * q] = v.x;
-            xr[i][4 * q + 1] = v.y;
-            xr[i][4 * q + 2] = v.z;
-            xr[i][4 * q + 3] = v.w;
-        }
+        for (int q = 0; q < 8; ++q)
+            Codec::load_x(owns ? __ldg(xp + q) : make_uint4(0, 0, 0, 0), xr[i] + 4 * q);
     }
     if (finisher && fused) sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : e_tok];
     const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
@@ -332,7 +382,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(cons
 #pragma unroll
             for (int i = 0; i < M; ++i)
                 acc[i] = 0;
-            dot_chunk<M>(cur.mask[r], cur.signs[r], xr, table, lane4, acc);
+            Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
             load_row_r(cur, r);
 #pragma unroll
             for (int i = 0; i < M; ++i) {
@@ -364,6 +414,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) tern24_gemv_stream_kernel(cons
 
 // Blocks of `threads` threads of the kernel for M that the current device holds at once (cached
 // per device, M and threads: the queries cost about as much as a small GEMV).
+template <class Codec>
 int64_t resident_blocks(int m, int threads) {
     static std::mutex mutex;
     static std::map<std::tuple<int, int, int>, int64_t> cache;
@@ -375,23 +426,24 @@ int64_t resident_blocks(int m, int threads) {
     if (it != cache.end()) return it->second;
     int sms = 0, per_sm = 0;
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (m == 1) {
+    if (m == 1 || Codec::kMaxM == 1) {
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, tern24_gemv_stream_kernel<1>, threads, 0));
-    } else {
+            &per_sm, gemv_stream_kernel<Codec, 1>, threads, 0));
+    } else if constexpr (Codec::kMaxM == 2) {
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, tern24_gemv_stream_kernel<2>, threads, 0));
+            &per_sm, gemv_stream_kernel<Codec, 2>, threads, 0));
     }
     const int64_t blocks = int64_t{sms} * std::max(per_sm, 1);
     cache.emplace(key, blocks);
     return blocks;
 }
 
+template <class Codec>
 void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
             const ProductOut& out, cudaStream_t stream) {
     Args a{};
-    a.mask = w.a;
-    a.signs = w.b;
+    a.a = w.a;
+    a.b = Codec::kBBytes > 0 ? w.b : w.a;
     a.x = x;
     a.n = w.n;
     a.k = static_cast<int>(w.k);
@@ -414,13 +466,11 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     const int threads = a.slots * a.team;
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
     const dim3 grid(
-        static_cast<unsigned>(std::min(tiles, resident_blocks(static_cast<int>(m), threads))));
-    if (m == 1) {
-        detail::launch_kernel(tern24_gemv_stream_kernel<1>, grid, dim3(threads), 0, stream, true,
-                              a);
-    } else {
-        detail::launch_kernel(tern24_gemv_stream_kernel<2>, grid, dim3(threads), 0, stream, true,
-                              a);
+        static_cast<unsigned>(std::min(tiles, resident_blocks<Codec>(static_cast<int>(m), threads))));
+    if (m == 1 || Codec::kMaxM == 1) {  // the rules keep m <= kMaxM
+        detail::launch_kernel(gemv_stream_kernel<Codec, 1>, grid, dim3(threads), 0, stream, true, a);
+    } else if constexpr (Codec::kMaxM == 2) {
+        detail::launch_kernel(gemv_stream_kernel<Codec, 2>, grid, dim3(threads), 0, stream, true, a);
     }
 }
 
@@ -450,7 +500,28 @@ void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int6
                         const ProductOut& out, cudaStream_t stream) {
     gemv::check_call("tern24_gemv_stream", w, x, m, group, out,
                tern24_gemv_stream_rejects(w, x, m, group));
-    stream::launch(w, x, m, group, out, stream);
+    stream::launch<stream::Tern24Codec>(w, x, m, group, out, stream);
+}
+
+std::string tern2_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern2) return "tern2_gemv_stream takes tern2 weights only";
+    if (m != 1) return "m must be 1";
+    if (w.k < kChunkCols || w.k % kChunkCols != 0) return "k must be a positive multiple of 128";
+    if (w.k > kTern2GemvStreamMaxK) return "k must be <= 16384";
+    if (group < 1) return "group must be >= 1";
+    const int64_t warp_cols = kChunkCols * stream::kMaxGroupLanes;  // 4096
+    if (group < w.k &&
+        !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
+        group % warp_cols != 0)
+        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+    if (!aligned(w.a, 16) || !aligned(x, 16)) return "the codes and x must be 16-byte aligned";
+    return "";
+}
+
+void tern2_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                       const ProductOut& out, cudaStream_t stream) {
+    gemv::check_call("tern2_gemv_stream", w, x, m, group, out, tern2_gemv_stream_rejects(w, x, m, group));
+    stream::launch<stream::Tern2Codec>(w, x, m, group, out, stream);
 }
 
 }  // namespace trit::kernels

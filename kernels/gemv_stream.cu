@@ -80,6 +80,8 @@ bool aligned(const void* p, uintptr_t bytes) {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+static_assert(kTern24GemvStreamMaxK == kTern2GemvStreamMaxK, "one kernel, one k limit");
+
 bool power_of_two(int64_t v) {
     return v > 0 && (v & (v - 1)) == 0;
 }
@@ -93,6 +95,20 @@ constexpr int kRows = 2;            // rows per slot and tile
 constexpr int kMaxThreads = 256;    // per block: slots * team
 constexpr int kTableStride = 64;    // words per table row (256 bytes: the index is address byte 1)
 constexpr int kMaxGroupLanes = 32;  // groups of 128 * 2^e <= 4096 columns are runs of lanes
+
+// The streaming kernel's rules on k and the scale group (both formats; kTern24GemvStreamMaxK ==
+// kTern2GemvStreamMaxK): a thread owns one 128-column chunk of every row, and a scale group is a
+// power-of-two run of a warp's lanes or whole warps. nullptr when the shape is in them.
+const char* shape_rule(int64_t k, int64_t group) {
+    if (k < kChunkCols || k % kChunkCols != 0) return "k must be a positive multiple of 128";
+    if (k > kTern24GemvStreamMaxK) return "k must be <= 16384";
+    if (group < 1) return "group must be >= 1";
+    const int64_t warp_cols = kChunkCols * kMaxGroupLanes;  // 4096
+    if (group < k && !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
+        group % warp_cols != 0)
+        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+    return nullptr;
+}
 
 // Weights are read once: keep them out of L1.
 __device__ __forceinline__ uint4 load16(const uint8_t* p) {
@@ -483,14 +499,7 @@ std::string tern24_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, 
                                        int64_t group) {
     if (w.format != Format::kTern24) return "tern24_gemv_stream takes tern24 weights only";
     if (m < 1 || m > kTern24GemvStreamMaxM) return "m must be 1 or 2";
-    if (w.k < kChunkCols || w.k % kChunkCols != 0) return "k must be a positive multiple of 128";
-    if (w.k > kTern24GemvStreamMaxK) return "k must be <= 16384";
-    if (group < 1) return "group must be >= 1";
-    const int64_t warp_cols = kChunkCols * stream::kMaxGroupLanes;  // 4096
-    if (group < w.k &&
-        !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
-        group % warp_cols != 0)
-        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+    if (const char* rule = stream::shape_rule(w.k, group)) return rule;
     if (!aligned(w.a, 16) || !aligned(x, 16)) return "the mask and x must be 16-byte aligned";
     if (!aligned(w.b, 8)) return "the signs must be 8-byte aligned";
     return "";
@@ -506,14 +515,7 @@ void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int6
 std::string tern2_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "tern2_gemv_stream takes tern2 weights only";
     if (m != 1) return "m must be 1";
-    if (w.k < kChunkCols || w.k % kChunkCols != 0) return "k must be a positive multiple of 128";
-    if (w.k > kTern2GemvStreamMaxK) return "k must be <= 16384";
-    if (group < 1) return "group must be >= 1";
-    const int64_t warp_cols = kChunkCols * stream::kMaxGroupLanes;  // 4096
-    if (group < w.k &&
-        !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
-        group % warp_cols != 0)
-        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+    if (const char* rule = stream::shape_rule(w.k, group)) return rule;
     if (!aligned(w.a, 16) || !aligned(x, 16)) return "the codes and x must be 16-byte aligned";
     return "";
 }

@@ -16,8 +16,8 @@
 // warps; blocks of 256 or 192 threads) and walks tiles of S * 2 consecutive rows, tile =
 // blockIdx.x, + gridDim.x, ..., team s taking rows 2s and 2s + 1 of a tile; the grid is as many
 // blocks as the GPU holds at once (occupancy x SMs, two blocks an SM at <= 128 registers).
-// Loads: 16- and 8-byte ld.global.nc.L1::no_allocate per row. Two tiles are in flight per thread
-// (96 bytes): register sets A and B hold a block's even and odd tiles, and right after a row of
+// Loads: ld.global.nc.L1::no_allocate per row, 16 + 8 bytes (tern24) or 2 x 16 (tern2). Two tiles
+// are in flight per thread (96 or 128 bytes): register sets A and B hold a block's even and odd tiles, and right after a row of
 // the current tile is decoded its registers receive the same row of the tile two ahead, so the
 // ring needs no register copies.
 //

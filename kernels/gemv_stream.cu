@@ -110,14 +110,7 @@ const char* shape_rule(int64_t k, int64_t group) {
     return nullptr;
 }
 
-// Weights are read once: keep them out of L1.
-__device__ __forceinline__ uint4 load16(const uint8_t* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
+// Weights are read once: keep them out of L1 (16 bytes: tern2dev::load_weights).
 __device__ __forceinline__ uint2 load8(const uint8_t* p) {
     uint2 v;
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
@@ -200,7 +193,7 @@ struct Tern24Codec {
         uint4 mask;
         uint2 signs;
     };
-    __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) { return {load16(pa), load8(pb)}; }
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) { return {tern2dev::load_weights(pa), load8(pb)}; }
     __device__ static void load_x(const uint4& v, uint32_t* r) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
     template <int M>
     __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t* table,
@@ -218,7 +211,7 @@ struct Tern2Codec {
     struct Chunk {
         uint4 lo, hi;
     };
-    __device__ static Chunk load(const uint8_t* pa, const uint8_t*) { return {load16(pa), load16(pa + 16)}; }
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t*) { return {tern2dev::load_weights(pa), tern2dev::load_weights(pa + 16)}; }
     __device__ static void load_x(const uint4& v, uint32_t* r) { tern2dev::permute_x(v, r); }
     template <int M>
     __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t*, uint32_t,

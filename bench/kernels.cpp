@@ -19,6 +19,8 @@
 #include "kernels/act_int8.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
+#include "kernels/bt_gemv.h"
+#include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
 #include "kernels/product.h"
 #include "kernels/tern2_gemm.h"
@@ -92,7 +94,7 @@ struct PackedSet {
     int64_t n = 0, k = 0, group = 0, groups = 0;
     int64_t off_b = -1, off_scale = 0, off_dense = -1;
     double weight_bytes = 0, scale_bytes = 0;
-    double dense_bytes = 0;  // tern24: the tern2 copy its dense path reads
+    double dense_bytes = 0;  // tern24: the tern2 copy its dense path reads; bt: the nibbles
     Ring ring;
     kn::PackedWeights weights(int64_t copy) const {
         kn::PackedWeights w;
@@ -220,6 +222,12 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t l2, Rng
         const ex::Arrays dense = ex::pack_codes({ex::WeightFormat::kTern2, 0}, codes.data(), n, k);
         s.off_dense = append(image, dense[0].data(), dense[0].size());
         s.dense_bytes = static_cast<double>(dense[0].size());
+    }
+    if (id.kind == ex::WeightFormat::kBt && id.depth <= kn::kBtNib4MaxDepth) {  // the nibbles, likewise
+        std::vector<uint8_t> nib(static_cast<size_t>(n * kn::bt_nib4_row_bytes(k)));
+        kn::bt_nib4_pack(codes.data(), n, k, nib.data());
+        s.off_dense = append(image, nib.data(), nib.size());
+        s.dense_bytes = static_cast<double>(nib.size());
     }
     s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
     s.scale_bytes = static_cast<double>(scales.size() * sizeof(float));
@@ -429,8 +437,11 @@ class ShapeBench {
             row(with_act ? "act_int8+product" : "product", w.id.name(), kn::path_name(taken), m);
         const double dm = static_cast<double>(m), dn = static_cast<double>(w.n),
                      dk = static_cast<double>(w.k);
-        // The tern24 dense path reads the tern2 copy instead of the tern24 arrays.
-        const bool dense = w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm;
+        // The tern24 dense path reads the tern2 copy instead of the tern24 arrays, bt's nibble
+        // GEMV the nibbles instead of the bt bytes.
+        const bool dense = (w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm) ||
+                           (w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv &&
+                            std::string(kn::bt_gemv_variant(w.weights(0), x, m, w.group)) == "nib4");
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
         if (with_act)
             r.bytes +=

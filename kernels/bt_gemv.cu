@@ -27,6 +27,7 @@
 // with one masked dp4a after the loop, and adds both parts to the warp's shared accumulators. A
 // boundary inside a quintet is thus split exactly.
 #include "kernels/bt_gemv.h"
+#include "kernels/bt_nib4.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -416,18 +417,20 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
 
 }  // namespace
 
-const char* bt_gemv_variant(const PackedWeights& w, const int8_t* /*x*/, int64_t m, int64_t group) {
+const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (bt_nib4_gemv_rejects(w, x, m, group).empty()) return "nib4";
     if (stream_takes(w, m, group)) return "stream";
     return warp::rejects(w, m, group).empty() ? "warp" : "";
 }
 
-std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* /*x*/, int64_t m, int64_t group) {
-    if (stream_takes(w, m, group)) return "";
+std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (bt_nib4_gemv_rejects(w, x, m, group).empty() || stream_takes(w, m, group)) return "";
     return warp::rejects(w, m, group);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
+    if (bt_nib4_gemv_rejects(w, x, m, group).empty()) return bt_nib4_gemv(w, x, m, group, out, stream);
     if (stream_takes(w, m, group)) {
         check_product("bt_gemv", w, x, m, group, out);
         return bt_gemv_stream(w, x, m, group, out, stream);

@@ -12,6 +12,9 @@
 //   - warp (m <= 8, any d): one warp per output row, x staged in shared memory. Its rules, which
 //     bt_gemv_warp_rejects names: m <= 8; group >= k or group >= 40; x and the per-warp group
 //     accumulators fit shared memory.
+// With PackedWeights::dense set (the nibbles of kernels/bt_nib4.h, depth <= 2), bt_gemv runs
+// bt_nib4_gemv first, for m = 1 where its rules take the call ("nib4": tern2's streaming kernel
+// with a nibble decode, ~0.5 instructions a weight). Otherwise
 // bt_gemv runs stream for m = 1 when it takes the call (at m = 2 the warp kernel, which decodes
 // once for both tokens, is the one dispatched; bt_gemv_stream runs m = 2 when called alone), else
 // warp; bt_gemv_rejects is "" when either takes it, else warp's first broken rule. Scale groups may end inside a quintet (group 64 = 12.8
@@ -32,7 +35,7 @@ namespace trit::kernels {
 // only, launches nothing.
 std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
-// Which kernel bt_gemv runs for the call: "stream", "warp", or "" (it throws). Host only.
+// Which kernel bt_gemv runs for the call: "nib4", "stream", "warp", or "" (it throws). Host only.
 const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 // Throws trit::Error (naming m, n, k, group and the rule) when check_product or both kernels'

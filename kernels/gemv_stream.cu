@@ -55,6 +55,7 @@
 #include <tuple>
 
 #include "exporters/formats/tern24.h"
+#include "kernels/bt_nib4.h"
 #include "kernels/fast_div.h"
 #include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
@@ -95,18 +96,25 @@ constexpr int kRows = 2;            // rows per slot and tile
 constexpr int kMaxThreads = 256;    // per block: slots * team
 constexpr int kTableStride = 64;    // words per table row (256 bytes: the index is address byte 1)
 constexpr int kMaxGroupLanes = 32;  // groups of 128 * 2^e <= 4096 columns are runs of lanes
+// A tile's outputs times its groups: (256 / team) * kRows * M * G with G <= team * 128 / 64 (M = 1,
+// groups of 64) or team (M = 2, groups >= 128 columns): 1024, and one pad column per output
+// (at most 32).
+constexpr int kMaxTerms = 1024 + 32;
 
 // The streaming kernel's rules on k and the scale group (both formats; kTern24GemvStreamMaxK ==
 // kTern2GemvStreamMaxK): a thread owns one 128-column chunk of every row, and a scale group is a
 // power-of-two run of a warp's lanes or whole warps. nullptr when the shape is in them.
-const char* shape_rule(int64_t k, int64_t group) {
+// `halves`: the codec also sums each half chunk apart (Nib4Codec), so groups of 64 columns work.
+const char* shape_rule(int64_t k, int64_t group, bool halves = false) {
     if (k < kChunkCols || k % kChunkCols != 0) return "k must be a positive multiple of 128";
     if (k > kTern24GemvStreamMaxK) return "k must be <= 16384";
     if (group < 1) return "group must be >= 1";
     const int64_t warp_cols = kChunkCols * kMaxGroupLanes;  // 4096
+    if (halves && group == kChunkCols / 2) return nullptr;
     if (group < k && !(group % kChunkCols == 0 && power_of_two(group / kChunkCols) && group <= warp_cols) &&
         group % warp_cols != 0)
-        return "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
+        return halves ? "group must be >= k (one scale group), 64 * 2^e <= 4096, or a multiple of 4096"
+                      : "group must be >= k (one scale group), 128 * 2^e <= 4096, or a multiple of 4096";
     return nullptr;
 }
 
@@ -187,6 +195,7 @@ __device__ __forceinline__ void dot_chunk(const uint4& mk, const uint2& sg,
 // shared-memory table, x in natural column order.
 struct Tern24Codec {
     static constexpr bool kTable = true;
+    static constexpr bool kHalves = false;
     static constexpr int kMaxM = 2;
     static constexpr int kABytes = 16, kBBytes = 8;  // per chunk
     struct Chunk {
@@ -196,9 +205,18 @@ struct Tern24Codec {
     __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) { return {tern2dev::load_weights(pa), load8(pb)}; }
     __device__ static void load_x(const uint4& v, uint32_t* r) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
     template <int M>
+    __device__ static void x_offsets(const uint32_t (&)[M][32], int (&off)[M][1]) {
+        for (int i = 0; i < M; ++i) off[i][0] = 0;
+    }
+    template <int M>
     __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t* table,
-                               uint32_t lane4, int (&acc)[M]) {
-        dot_chunk<M>(c.mask, c.signs, x, table, lane4, acc);
+                               uint32_t lane4, int (&acc)[M][1]) {
+        int s[M];
+#pragma unroll
+        for (int i = 0; i < M; ++i) s[i] = acc[i][0];
+        dot_chunk<M>(c.mask, c.signs, x, table, lane4, s);
+#pragma unroll
+        for (int i = 0; i < M; ++i) acc[i][0] = s[i];
     }
 };
 
@@ -206,6 +224,7 @@ struct Tern24Codec {
 // instructions for 16 weights, 4 dp4a), x permuted to match per 16 columns.
 struct Tern2Codec {
     static constexpr bool kTable = false;
+    static constexpr bool kHalves = false;
     static constexpr int kMaxM = 1;  // two tokens' x and two tiles of 32-byte chunks spill
     static constexpr int kABytes = 32, kBBytes = 0;
     struct Chunk {
@@ -214,12 +233,16 @@ struct Tern2Codec {
     __device__ static Chunk load(const uint8_t* pa, const uint8_t*) { return {tern2dev::load_weights(pa), tern2dev::load_weights(pa + 16)}; }
     __device__ static void load_x(const uint4& v, uint32_t* r) { tern2dev::permute_x(v, r); }
     template <int M>
+    __device__ static void x_offsets(const uint32_t (&)[M][32], int (&off)[M][1]) {
+        for (int i = 0; i < M; ++i) off[i][0] = 0;
+    }
+    template <int M>
     __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t*, uint32_t,
-                               int (&acc)[M]) {
+                               int (&acc)[M][1]) {
         const uint32_t w[8] = {c.lo.x, c.lo.y, c.lo.z, c.lo.w, c.hi.x, c.hi.y, c.hi.z, c.hi.w};
 #pragma unroll
         for (int i = 0; i < M; ++i) {
-            int s[2] = {acc[i], 0};  // two chains
+            int s[2] = {acc[i][0], 0};  // two chains
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
                 uint32_t d[4];
@@ -228,8 +251,67 @@ struct Tern2Codec {
                 for (int e = 0; e < 4; ++e)
                     s[q & 1] = __dp4a(static_cast<int>(d[e]), static_cast<int>(x[i][4 * q + e]), s[q & 1]);
             }
-            acc[i] = s[0] + s[1];
+            acc[i][0] = s[0] + s[1];
         }
+    }
+};
+
+// dp4a of unsigned bytes a with signed bytes b (PTX's mixed form; CUDA's __dp4a has none).
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// bt nibbles (kernels/bt_nib4.h): 64 bytes per chunk (array a: PackedWeights::dense), word q of
+// the chunk = columns 8q .. 8q + 7 as code + 8, low nibbles first; x in natural order. Per word:
+// two masks and two dp4a (the high nibbles stay in place, 16 (code + 8), in their own sums,
+// shifted right by 4 at the end: exact). The sums start at -8 * the x of their half chunk, so
+// they end as the codes' sums. Each half chunk (64 columns) is summed apart: groups of 64.
+struct Nib4Codec {
+    static constexpr bool kTable = false;
+    static constexpr bool kHalves = true;
+    static constexpr int kMaxM = 1;  // as tern2: two tokens' x and the 64-byte chunks would spill
+    static constexpr int kABytes = 64, kBBytes = 0;
+    struct Chunk {
+        uint4 q[4];
+    };
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t*) {
+        return {{tern2dev::load_weights(pa), tern2dev::load_weights(pa + 16), tern2dev::load_weights(pa + 32),
+                 tern2dev::load_weights(pa + 48)}};
+    }
+    __device__ static void load_x(const uint4& v, uint32_t* r) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
+    template <int M>
+    __device__ static void x_offsets(const uint32_t (&x)[M][32], int (&off)[M][2]) {
+        constexpr uint32_t kMinus8 = 0xF8F8F8F8u;  // -8 in every byte
+#pragma unroll
+        for (int i = 0; i < M; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int s = 0;
+#pragma unroll
+                for (int e = 0; e < 16; ++e)
+                    s = __dp4a(static_cast<int>(x[i][16 * h + e]), static_cast<int>(kMinus8), s);
+                off[i][h] = s;
+            }
+    }
+    template <int M>
+    __device__ static void dot(const Chunk& c, const uint32_t (&x)[M][32], const uint32_t*, uint32_t,
+                               int (&acc)[M][2]) {
+        const uint32_t w[16] = {c.q[0].x, c.q[0].y, c.q[0].z, c.q[0].w, c.q[1].x, c.q[1].y, c.q[1].z, c.q[1].w,
+                                c.q[2].x, c.q[2].y, c.q[2].z, c.q[2].w, c.q[3].x, c.q[3].y, c.q[3].z, c.q[3].w};
+#pragma unroll
+        for (int i = 0; i < M; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int lo = acc[i][h], hi = 0;
+#pragma unroll
+                for (int q = 8 * h; q < 8 * h + 8; ++q) {
+                    lo = dp4a_us(w[q] & 0x0F0F0F0Fu, x[i][2 * q], lo);
+                    hi = dp4a_us(w[q] & 0xF0F0F0F0u, x[i][2 * q + 1], hi);
+                }
+                acc[i][h] = lo + (hi >> 4);
+            }
     }
 };
 
@@ -243,8 +325,10 @@ struct Args {
     int team;            // threads per row slot: 32 * ceil(C / 32)
     int slots;           // teams per block
     int groups;          // G
-    int run_lanes;       // lanes per partial (a power of two dividing 32)
+    int run_lanes;       // lanes per partial (a power of two dividing 32; 1 with halves)
     int runs_per_group;  // partials that make one scale group's sum
+    int runs;            // partials per (row, token): team / run_lanes, or 2 * team with halves
+    bool halves;         // groups of 64 (Codec::kHalves): a partial per half chunk
     bool prefetch;       // read the first tile's weights, scales and bias before pdl_wait()
     ProductOut out;
 };
@@ -255,13 +339,20 @@ struct Tile {
     typename Codec::Chunk row[kRows];
 };
 
-template <class Codec, int M>
+// kOneGroup: a.groups == 1 (one finisher thread per output, its scale in registers); else the
+// warps finish a tile's outputs together (finish_groups). Two kernels: each keeps only its
+// epilogue's registers.
+template <class Codec, int M, bool kOneGroup>
 __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args a) {
     using Tile = stream::Tile<Codec>;
+    constexpr int H = Codec::kHalves ? 2 : 1;  // sums per chunk and token
     // Entry e of lane l at word e * kTableStride + l; words 32..63 of a row are unused.
     __shared__ __align__(16) uint32_t table[Codec::kTable ? kTableEntries * kTableStride : 1];
     // Partials per (tile parity, (row of the tile) * M + token, run of lanes of the team).
-    __shared__ int32_t partial[2][kRows * M * kMaxThreads];
+    __shared__ __align__(8) int32_t partial[2][kRows * M * kMaxThreads * H];
+    // Several groups: the group terms of a tile's outputs per tile parity, (tile_rows * M, G)
+    // with rows G | 1 apart (<= kMaxTerms).
+    __shared__ float terms[2][kOneGroup ? 1 : kMaxTerms];
     const int t = static_cast<int>(threadIdx.x), lane = t % kWarp;
     const int slot = t / a.team, c = t % a.team;
     const bool owns = c < a.chunks;
@@ -296,44 +387,74 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         scale_row += grid_rows;
         if (!finisher || !fused || j >= a.n) return;
         const float* w = detail::epilogue_w_scale(a.out, j, a.groups);
-        if (a.groups == 1) {
+        if constexpr (kOneGroup) {
             ws = __ldg(w);
+            if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
         } else {
             for (int g = 0; g < a.groups; g += 32)
                 prefetch_l1(w + g);
             prefetch_l1(w + a.groups - 1);
         }
-        if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
     };
 
-    const int runs = a.team / a.run_lanes;  // partials per (row, token)
-    // Token e_tok's x scale: written by the previous kernel, so read after pdl_wait().
-    float sx = 0.0f;
-    // Output (j, e_tok) from the finisher's partials p (its runs, in order).
+    const int runs = a.runs;  // partials per (row, token)
+    // Scale group g's sum from the partials p of one (row, token): its runs, in order.
+    auto group_sum = [&](const int32_t* p, int g) {
+        const int begin = g * a.runs_per_group, end = min(begin + a.runs_per_group, runs);
+        int32_t sum = 0;
+        for (int e = begin; e < end; ++e)
+            sum += p[e];
+        return sum;
+    };
+    // The x scales: written by the previous kernel, so read after pdl_wait().
+    float sx[M] = {};
+    auto sx_of = [&](int tok) { return tok == 0 ? sx[0] : sx[M - 1]; };  // registers, not a local array
+    // One group: output (j, e_tok) from the finisher's partials p.
     auto finish = [&](const int32_t* p, int64_t j, float ws, float bias) {
-        auto group_sum = [&](int g) {
-            const int begin = g * a.runs_per_group, end = min(begin + a.runs_per_group, runs);
-            int32_t sum = 0;
-            for (int e = begin; e < end; ++e)
-                sum += p[e];
-            return sum;
-        };
         if (!fused) {
-            int32_t* dst = a.out.acc + (e_tok * a.n + j) * a.groups;
-            for (int g = 0; g < a.groups; ++g)
-                dst[g] = group_sum(g);
+            a.out.acc[e_tok * a.n + j] = group_sum(p, 0);
             return;
         }
-        // store_output's arithmetic: groups in order from +0.0f, then scale and bias.
-        float s = 0.0f;
-        if (a.groups == 1) {
-            s = detail::epilogue_add(s, ws, group_sum(0));
-        } else {
+        // store_output's arithmetic: from +0.0f, then scale and bias.
+        const float s = detail::epilogue_add(0.0f, ws, group_sum(p, 0));
+        a.out.y[e_tok * a.n + j] = __fadd_rn(__fmul_rn(s, sx_of(e_tok)), bias);
+    };
+    // Several groups, in two steps a tile apart (no barrier of their own). Terms: right after a
+    // tile's barrier the warps form its group terms w_scale[g] * float(sum) into shared memory
+    // (outputs o = (row o / M, token o % M) spread over the warps, groups over the lanes). Sums:
+    // after the next tile's barrier, lane o of the last warp adds output o's terms in increasing
+    // g from +0.0f (store_output's arithmetic) while the other warps go on. One thread per output
+    // doing it all waited on a scale load per group and held the block at every barrier; a warp
+    // per output ran its chain of G dependent adds in every warp.
+    const int warp = t / kWarp, warps = static_cast<int>(blockDim.x) / kWarp;
+    const int outputs = tile_rows * M;
+    const int stride = a.groups | 1;  // odd: the lanes' rows of terms start in distinct banks
+    auto group_terms = [&](const int32_t* part_tile, float* tile_terms, int64_t row0) {
+        for (int o = warp; o < outputs; o += warps) {
+            const int64_t j = row0 + o / M;
+            if (j >= a.n) break;  // o only grows: the same for the whole warp
+            const int32_t* p = part_tile + o * runs;
+            if (!fused) {
+                int32_t* dst = a.out.acc + ((o % M) * a.n + j) * a.groups;
+                for (int g = lane; g < a.groups; g += kWarp)
+                    dst[g] = group_sum(p, g);
+                continue;
+            }
             const float* w = detail::epilogue_w_scale(a.out, j, a.groups);
-            for (int g = 0; g < a.groups; ++g)
-                s = detail::epilogue_add(s, w[g], group_sum(g));
+            for (int g = lane; g < a.groups; g += kWarp)
+                tile_terms[o * stride + g] = __fmul_rn(__ldg(w + g), __int2float_rn(group_sum(p, g)));
         }
-        a.out.y[e_tok * a.n + j] = __fadd_rn(__fmul_rn(s, sx), bias);
+    };
+    auto group_sums = [&](const float* tile_terms, int64_t row0) {
+        const int o = lane;
+        const int64_t j = row0 + o / M;
+        if (!fused || warp != warps - 1 || o >= outputs || j >= a.n) return;
+        const float bias = a.out.bias != nullptr ? __ldg(a.out.bias + j) : 0.0f;
+        const float* term = tile_terms + o * stride;
+        float s = 0.0f;
+        for (int g = 0; g < a.groups; ++g)
+            s = __fadd_rn(s, term[g]);
+        a.out.y[(o % M) * a.n + j] = __fadd_rn(__fmul_rn(s, sx_of(o % M)), bias);
     };
 
     // Two tiles in flight: A holds the even tiles of the block, B the odd ones.
@@ -370,11 +491,19 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         for (int q = 0; q < 8; ++q)
             Codec::load_x(owns ? __ldg(xp + q) : make_uint4(0, 0, 0, 0), xr[i] + 4 * q);
     }
-    if (finisher && fused) sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : e_tok];
+    if (fused) {
+#pragma unroll
+        for (int i = 0; i < M; ++i)
+            sx[i] = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : i];
+    }
+    // What each chunk sum starts from (Nib4Codec: -8 * the half chunk's x; else 0).
+    int xoff[M][H];
+    Codec::template x_offsets<M>(xr, xoff);
     const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
     const bool run_head = lane % a.run_lanes == 0;
-    // This thread's partial of row r, token i: part_at + (r * M + i) * runs.
-    const int part_at = slot * kRows * M * runs + c / a.run_lanes;
+    // This thread's partial of row r, token i: part_at + (r * M + i) * runs (with halves, that
+    // of its first half chunk; the second follows).
+    const int part_at = slot * kRows * M * runs + (a.halves ? 2 * c : c / a.run_lanes);
     __syncthreads();  // the table is filled
 
     // The current tile, its first row, and the partials' buffer it writes.
@@ -387,15 +516,25 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         int32_t* part = partial[par];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-            int acc[M];
+            int acc[M][H];
 #pragma unroll
             for (int i = 0; i < M; ++i)
-                acc[i] = 0;
+#pragma unroll
+                for (int h = 0; h < H; ++h)
+                    acc[i][h] = xoff[i][h];
             Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
             load_row_r(cur, r);
 #pragma unroll
             for (int i = 0; i < M; ++i) {
-                int s = acc[i];
+                if constexpr (H == 2) {
+                    if (a.halves) {  // run_lanes 1: every thread's two sums are partials
+                        *reinterpret_cast<int2*>(part + part_at + (r * M + i) * runs) =
+                            make_int2(acc[i][0], acc[i][1]);
+                        continue;
+                    }
+                }
+                int s = acc[i][0];
+                if constexpr (H == 2) s += acc[i][1];
                 if (a.run_lanes == kWarp) {
                     s = __reduce_add_sync(0xffffffffu, s);
                 } else {
@@ -408,7 +547,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         next_tile();
         __syncthreads();
         const int64_t j = row + e_row;
-        if (finisher && j < a.n) finish(part + t * runs, j, ws, bias);
+        if constexpr (kOneGroup) {
+            if (finisher && j < a.n) finish(part + t * runs, j, ws, bias);
+        } else {
+            if (tile != blockIdx.x) group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
+            group_terms(part, terms[par], row);
+        }
         load_epilogue(ws, bias);
         tile += gridDim.x;
         row += grid_rows;
@@ -419,29 +563,28 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         if (tile >= tiles) break;
         step(tile_b, ws_b, bias_b);
     }
+    if constexpr (!kOneGroup) {
+        if (tile != blockIdx.x) {  // the last tile's sums
+            __syncthreads();
+            group_sums(terms[par ^ 1], row - grid_rows);
+        }
+    }
 }
 
-// Blocks of `threads` threads of the kernel for M that the current device holds at once (cached
-// per device, M and threads: the queries cost about as much as a small GEMV).
-template <class Codec>
-int64_t resident_blocks(int m, int threads) {
+// Blocks of `threads` threads of `kernel` that the current device holds at once (cached per
+// device, kernel and threads: the queries cost about as much as a small GEMV).
+int64_t resident_blocks(void (*kernel)(Args), int threads) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, int, int>, int64_t> cache;
+    static std::map<std::tuple<int, uintptr_t, int>, int64_t> cache;
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    const std::tuple<int, int, int> key{device, m, threads};
+    const std::tuple<int, uintptr_t, int> key{device, reinterpret_cast<uintptr_t>(kernel), threads};
     std::lock_guard<std::mutex> lock(mutex);
     const auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     int sms = 0, per_sm = 0;
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (m == 1 || Codec::kMaxM == 1) {
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, gemv_stream_kernel<Codec, 1>, threads, 0));
-    } else if constexpr (Codec::kMaxM == 2) {
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, gemv_stream_kernel<Codec, 2>, threads, 0));
-    }
+    TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
     const int64_t blocks = int64_t{sms} * std::max(per_sm, 1);
     cache.emplace(key, blocks);
     return blocks;
@@ -460,7 +603,11 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     a.team = static_cast<int>(fmt::ceil_div(int64_t{a.chunks}, int64_t{kWarp})) * kWarp;
     a.slots = std::max(1, kMaxThreads / a.team);
     a.groups = static_cast<int>(fmt::acc_num_groups(w.k, group));
-    if (a.groups == 1) {
+    a.halves = Codec::kHalves && a.groups > 1 && group == kChunkCols / 2;
+    if (a.halves) {
+        a.run_lanes = 1;
+        a.runs_per_group = 1;
+    } else if (a.groups == 1) {
         a.run_lanes = kWarp;
         a.runs_per_group = a.team / kWarp;
     } else if (group < kChunkCols * kMaxGroupLanes) {
@@ -470,17 +617,19 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
         a.run_lanes = kWarp;
         a.runs_per_group = static_cast<int>(group / (kChunkCols * kMaxGroupLanes));
     }
+    a.runs = a.halves ? 2 * a.team : a.team / a.run_lanes;
+    TRIT_CHECK(a.groups == 1 || (a.slots * kRows * m <= kWarp && int64_t{a.slots} * kRows * m * (a.groups | 1) <= kMaxTerms),
+               "gemv_stream: ", a.slots * kRows * m, " outputs of ", a.groups, " groups exceed the tile's terms");
     a.prefetch = w.pdl;
     a.out = out;
     const int threads = a.slots * a.team;
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
-    const dim3 grid(
-        static_cast<unsigned>(std::min(tiles, resident_blocks<Codec>(static_cast<int>(m), threads))));
-    if (m == 1 || Codec::kMaxM == 1) {  // the rules keep m <= kMaxM
-        detail::launch_kernel(gemv_stream_kernel<Codec, 1>, grid, dim3(threads), 0, stream, true, a);
-    } else if constexpr (Codec::kMaxM == 2) {
-        detail::launch_kernel(gemv_stream_kernel<Codec, 2>, grid, dim3(threads), 0, stream, true, a);
+    void (*kernel)(Args) = a.groups == 1 ? gemv_stream_kernel<Codec, 1, true> : gemv_stream_kernel<Codec, 1, false>;
+    if constexpr (Codec::kMaxM == 2) {  // the rules keep m <= kMaxM
+        if (m == 2) kernel = a.groups == 1 ? gemv_stream_kernel<Codec, 2, true> : gemv_stream_kernel<Codec, 2, false>;
     }
+    const dim3 grid(static_cast<unsigned>(std::min(tiles, resident_blocks(kernel, threads))));
+    detail::launch_kernel(kernel, grid, dim3(threads), 0, stream, true, a);
 }
 
 }  // namespace stream
@@ -517,6 +666,26 @@ void tern2_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64
                        const ProductOut& out, cudaStream_t stream) {
     gemv::check_call("tern2_gemv_stream", w, x, m, group, out, tern2_gemv_stream_rejects(w, x, m, group));
     stream::launch<stream::Tern2Codec>(w, x, m, group, out, stream);
+}
+
+std::string bt_nib4_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kBt || w.depth < 1 || w.depth > kBtNib4MaxDepth)
+        return "bt_nib4_gemv takes bt weights of depth 1 or 2 only";
+    if (w.dense == nullptr) return "needs the weights' nibbles (PackedWeights::dense, bt_to_nib4)";
+    if (m != 1) return "m must be 1";
+    if (const char* rule = stream::shape_rule(w.k, group, /*halves=*/true)) return rule;
+    if (!aligned(w.dense, 16) || !aligned(x, 16)) return "the nibbles and x must be 16-byte aligned";
+    return "";
+}
+
+void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+                  cudaStream_t stream) {
+    gemv::check_call("bt_nib4_gemv", w, x, m, group, out, bt_nib4_gemv_rejects(w, x, m, group));
+    static_assert(kBtNib4MaxK == kTern24GemvStreamMaxK, "one kernel, one k limit");
+    PackedWeights nib = w;  // the kernel reads the nibbles as its array a
+    nib.a = w.dense;
+    nib.b = nullptr;
+    stream::launch<stream::Nib4Codec>(nib, x, m, group, out, stream);
 }
 
 }  // namespace trit::kernels

@@ -45,9 +45,12 @@ struct PackedWeights {
     // before the product, e.g. weights uploaded once and reused (the GPU runtime, the benchmarks).
     // The results are the same either way; true hides part of a launch behind the previous kernel.
     bool pdl = false;
-    // tern24 only, optional: the same codes written as tern2 (n, ceil(k / 4) bytes; kernels/
-    // tern24_dense.h builds it). With it, calls above the tern24 GEMV's m run the tern2 kernels
-    // on it (the dispatcher's kGemm path for tern24); without it they run the generic kernel.
+    // Optional: the same codes in a layout that faster kernels read. tern24: written as tern2
+    // (n, ceil(k / 4) bytes; kernels/tern24_dense.h builds it); with it, calls above the tern24
+    // GEMV's m run the tern2 kernels on it (the dispatcher's kGemm path for tern24), without it
+    // the generic kernel. bt of depth 1 or 2: as 4-bit nibbles (n, 4 * ceil(k / 8) bytes;
+    // kernels/bt_nib4.h builds it); with it, one-token calls run the nibble GEMV. Ignored by the
+    // other formats.
     const uint8_t* dense = nullptr;
 };
 

@@ -15,6 +15,7 @@
 #include "kernels/act_int8_torch.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
+#include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
 #include "kernels/tern24_dense.h"
 #include "kernels/torch_stream.h"
@@ -35,7 +36,7 @@ struct CudaModel::Layer {
     torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
     torch::Tensor a, b;             // packed arrays, uint8 (out, row_bytes)
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
-    torch::Tensor dense;            // tern24: the codes as tern2, for the dense path (PackedWeights::dense)
+    torch::Tensor dense;            // PackedWeights::dense: tern24's codes as tern2, bt's (d <= 2) as nibbles
     torch::Tensor bias;             // float32 (out) or undefined
     torch::Tensor weight;           // float layers: (out, in); packed float-activation layers: codes as float
 };
@@ -112,6 +113,13 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
                 l->dense = torch::empty({p.out, formats::tern2_row_bytes(p.in)},
                                         torch::TensorOptions().dtype(torch::kUInt8).device(device_));
                 tern24_to_tern2(l->w.a, l->w.b, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));
+                l->w.dense = l->dense.data_ptr<uint8_t>();
+            }
+            if (l->int8_act && l->w.format == Format::kBt && l->w.depth <= kBtNib4MaxDepth) {
+                // The one-token GEMV's nibbles (4 bits a weight; the bt bytes stay for m > 1).
+                l->dense = torch::empty({p.out, bt_nib4_row_bytes(p.in)},
+                                        torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+                bt_to_nib4(l->w.a, l->w.depth, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));
                 l->w.dense = l->dense.data_ptr<uint8_t>();
             }
             if (l->level_act) {

@@ -14,6 +14,7 @@
 #include "exporters/format_table.h"
 #include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
+#include "kernels/bt_nib4.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace trit::gputest {
@@ -121,9 +122,13 @@ void check_case(const ProductCase& c, Run run) {
     DeviceBuffer<uint8_t> d_a(packed[0]);
     std::unique_ptr<DeviceBuffer<uint8_t>> d_b, d_dense;
     if (packed.size() > 1) d_b = std::make_unique<DeviceBuffer<uint8_t>>(packed[1]);
-    if (c.dense)
+    if (c.dense && c.format == kernels::Format::kBt) {  // the nibbles, from the bt bytes on the GPU
+        d_dense = std::make_unique<DeviceBuffer<uint8_t>>(static_cast<size_t>(c.n * kernels::bt_nib4_row_bytes(c.k)));
+        kernels::bt_to_nib4(d_a.get(), c.depth, c.n, c.k, d_dense->get(), nullptr);
+    } else if (c.dense) {
         d_dense = std::make_unique<DeviceBuffer<uint8_t>>(
             exporters::pack_codes({exporters::WeightFormat::kTern2, 0}, codes.data(), c.n, c.k)[0]);
+    }
     DeviceBuffer<int8_t> d_x(x);
     DeviceBuffer<int32_t> d_acc(want.size());
     DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(want_y.size());

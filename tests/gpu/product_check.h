@@ -19,7 +19,8 @@ struct ProductCase {
     int x_lo = -128, x_hi = 127;    // x codes drawn from [x_lo, x_hi]
     bool per_tensor_scale = false;  // w_scale (1, G) instead of (n, G)
     bool bias = true;
-    bool dense = false;  // tern24: also upload the codes as tern2 (PackedWeights::dense)
+    // PackedWeights::dense: tern24, the codes as tern2; bt (d <= 2), the nibbles (bt_to_nib4).
+    bool dense = false;
 };
 
 std::string describe(const ProductCase& c);

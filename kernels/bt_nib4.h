@@ -1,0 +1,58 @@
+// bt weights of depth 1 or 2 (codes in [-4, 4]) for the GPU's one-token GEMV: the same codes
+// rewritten once as 4-bit nibbles (PackedWeights::dense; the GPU runtime builds it when it uploads
+// a bt layer of depth <= 2), and the streaming GEMV that reads them (tern2's and tern24's
+// streaming kernel, kernels/gemv_stream.cu, with a nibble decode). The bt bytes cost about 2
+// decode instructions per weight on the GPU (base-3 digits, quintets that start at any byte); the
+// nibbles cost 0.5 and are 4 bits a weight instead of 3.2.
+//
+// Nibble layout (GPU memory only, never in a container): row j is bt_nib4_row_bytes(k) =
+// 4 * ceil(k / 8) bytes; word q (bytes 4q .. 4q + 3) holds columns 8q .. 8q + 7: byte 4q + b has
+// column 8q + b in its low nibble and column 8q + 4 + b in its high nibble, each as code + 8
+// ("excess 8": 4 .. 12 for bt2). Columns past k hold 8 (code 0).
+//
+// The GEMV multiplies (code + 8) by x with one dp4a per 4 columns (low nibbles masked, high
+// nibbles masked in place: 16 (code + 8), the sum shifted right by 4, exact) and subtracts 8 * the
+// sum of x of the thread's columns, per scale group: the int32 sums are those of the bt codes,
+// bit for bit.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/product.h"
+
+namespace trit::kernels {
+
+constexpr int kBtNib4MaxDepth = 2;   // |code| <= 4 fits a nibble with its excess
+constexpr int kBtNib4Excess = 8;
+constexpr int64_t kBtNib4MaxK = 16384;  // the streaming kernel's limit
+
+// 4 * ceil(k / 8).
+int64_t bt_nib4_row_bytes(int64_t k);
+
+// The layout from codes (n, k) on the CPU (tests, benchmarks): out holds n * bt_nib4_row_bytes(k)
+// bytes. Throws trit::Error for a code outside [-8, 7].
+void bt_nib4_pack(const int8_t* codes, int64_t n, int64_t k, uint8_t* out);
+
+// The layout from the bt arrays (n, bt_row_bytes(k, depth)) on the GPU, into nib (n,
+// bt_nib4_row_bytes(k)). The bt bytes are assumed valid (the import path validates them). Async
+// on `stream`; throws trit::Error naming n, k and depth for n, k < 1, depth outside 1..2 or null
+// pointers.
+void bt_to_nib4(const uint8_t* bt, int depth, int64_t n, int64_t k, uint8_t* nib, cudaStream_t stream);
+
+// The nibble GEMV: bt weights (format kBt, depth 1..2) with PackedWeights::dense set to their
+// nibbles, under the products' contract (kernels/product.h) and these rules:
+//   - m = 1;
+//   - k % 128 == 0 and k <= 16384;
+//   - the nibbles and x 16-byte aligned (cudaMalloc'ed arrays are);
+//   - one scale group (group >= k), group = 64 * 2^e <= 4096, or group % 4096 == 0.
+// The first rule the call breaks, "" when the kernel takes it.
+std::string bt_nib4_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// Runs it; throws trit::Error naming m, n, k, group and the rule when the contract rejects the call.
+void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                  const ProductOut& out, cudaStream_t stream);
+
+}  // namespace trit::kernels

@@ -540,7 +540,9 @@ class ShapeBench {
             out.x_scale = per_row ? in.x_scale->as<float>() : in.act_scale->as<float>();
             out.x_scale_rows = per_row ? m : 1;
             out.bias = s.bias(i);
-            kn::bin1_gemm(s.c, a, m, s.b(i), s.n, s.k, out, stream, tile);
+            // bin1 weights are uploaded once (b early, as the GPU runtime runs them); V and K
+            // come from the kernels before in a model, so their rows wait.
+            kn::bin1_gemm(s.c, a, m, s.b(i), s.n, s.k, out, stream, tile, s.c == kn::Bin1GemmCase::kBinTern);
         });
         return r;
     }

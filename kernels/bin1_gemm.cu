@@ -16,6 +16,8 @@
 #include "exporters/formats/tbits.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 
 namespace trit::kernels {
 namespace {
@@ -81,10 +83,11 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
 // d += popc(a & b) over k = 256 for a 16 x 8 tile. Fragments (lane = 4 g + t): a0 row g words t,
 // a1 row g + 8 word t, a2 row g word t + 4, a3 row g + 8 word t + 4; b0 column g word t, b1
 // column g word t + 4; d0, d1 row g columns 2t, 2t + 1; d2, d3 row g + 8.
+// Not volatile: no side effects, so nvcc may interleave independent tiles' mmas.
 __device__ __forceinline__ void mma_and_popc(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
@@ -105,7 +108,7 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
 template <Bin1GemmCase C, class T>
 __global__ void __launch_bounds__(T::kThreads)
     bin1_gemm_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
-                     int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out) {
+                     int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out, bool b_early) {
     using Tr = CaseTraits<C>;
     constexpr int PA = Tr::kPlanesA, PB = Tr::kPlanesB, MT = T::MT, NT = T::NT;
     constexpr int kStageBytes = (PA * T::BM + PB * T::BN) * kRowBytes;
@@ -120,9 +123,9 @@ __global__ void __launch_bounds__(T::kThreads)
     const int64_t rw = kblocks * f::kTbitsBlockWords;
 
     // Issue the copies of k-block kb into stage s; rows past m / n are zero-filled.
-    auto load_stage = [&](int s, int64_t kb) {
+    auto load_a = [&](int s, int64_t kb) {
         const uint32_t stage = smem_base + s * kStageBytes;
-        constexpr int kChunksA = PA * T::BM * 2, kChunksB = PB * T::BN * 2;
+        constexpr int kChunksA = PA * T::BM * 2;
 #pragma unroll
         for (int it = 0; it < (kChunksA + T::kThreads - 1) / T::kThreads; ++it) {
             const int idx = tid + it * T::kThreads;
@@ -132,6 +135,10 @@ __global__ void __launch_bounds__(T::kThreads)
             const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
             cp_async_16(stage + p * T::BM * kRowBytes + swizzled(r, c), src, ok ? 16 : 0);
         }
+    };
+    auto load_b = [&](int s, int64_t kb) {
+        const uint32_t stage = smem_base + s * kStageBytes;
+        constexpr int kChunksB = PB * T::BN * 2;
 #pragma unroll
         for (int it = 0; it < (kChunksB + T::kThreads - 1) / T::kThreads; ++it) {
             const int idx = tid + it * T::kThreads;
@@ -162,9 +169,52 @@ __global__ void __launch_bounds__(T::kThreads)
     const int a_row = wm * T::WM + lr + (q & 1) * 8, a_chunk = q >> 1;
     const int b_row = wn * T::WN + lr + (q >> 1) * 8, b_chunk = q & 1;
 
+    // The epilogue's per-column weight scales and bias (this lane's columns 2t, 2t + 1 of each n8
+    // tile) and per-row x scales, in registers before the main loop: loading them after it put a
+    // memory round trip at the end of every tile.
+    const bool fused = out.y != nullptr;
+    const int g = lane / 4, t = lane % 4;
+    float ws[NT][2] = {}, bs[NT][2] = {}, xs[MT][2] = {};
+    auto load_columns = [&] {
+        if (!fused) return;
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t + e;
+                if (col >= n) continue;
+                ws[j][e] = __ldg(out.w_scale + (out.w_scale_rows == 1 ? 0 : col));
+                if (out.bias != nullptr) bs[j][e] = __ldg(out.bias + col);
+            }
+    };
+    // With b_early (b, w_scale and bias are not written by the kernel before this one), the
+    // first stages of b and the column scales are requested before pdl_wait(); a and the x
+    // scales, which it may write, after. They join the first stage's cp.async group.
+    if (b_early) {
+        load_columns();
+#pragma unroll
+        for (int s = 0; s < T::STAGES - 1; ++s)
+            if (s < kblocks) load_b(s, s);
+    }
+    detail::pdl_wait();
+    if (!b_early) {
+        load_columns();
+#pragma unroll
+        for (int s = 0; s < T::STAGES - 1; ++s)
+            if (s < kblocks) load_b(s, s);
+    }
+    if (fused) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int64_t row = m0 + wm * T::WM + i * 16 + g + h * 8;
+                if (row < m) xs[i][h] = out.x_scale[out.x_scale_rows == 1 ? 0 : row];
+            }
+    }
 #pragma unroll
     for (int s = 0; s < T::STAGES - 1; ++s) {
-        if (s < kblocks) load_stage(s, s);
+        if (s < kblocks) load_a(s, s);
         cp_async_commit();
     }
 
@@ -172,7 +222,10 @@ __global__ void __launch_bounds__(T::kThreads)
         cp_async_wait<T::STAGES - 2>();
         __syncthreads();  // stage kb landed for every thread; stage kb - 1 is free to refill
         const int64_t next = kb + T::STAGES - 1;
-        if (next < kblocks) load_stage(static_cast<int>(next % T::STAGES), next);
+        if (next < kblocks) {
+            load_a(static_cast<int>(next % T::STAGES), next);
+            load_b(static_cast<int>(next % T::STAGES), next);
+        }
         cp_async_commit();
 
         const uint32_t stage = smem_base + static_cast<int>(kb % T::STAGES) * kStageBytes;
@@ -205,14 +258,18 @@ __global__ void __launch_bounds__(T::kThreads)
                 row_pop[i][1] +=
                     __popc(fa[0][i][1] | fa[1][i][1]) + __popc(fa[0][i][3] | fa[1][i][3]);
             }
+            // Every tile's first mma, then every tile's second: no back-to-back dependent pair.
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const uint32_t nw0 = ~fb[0][j][0], nw1 = ~fb[0][j][1];
 #pragma unroll
-                for (int i = 0; i < MT; ++i) {
-                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
+                for (int i = 0; i < MT; ++i)
                     mma_and_popc(acc[0][i][j], fa[1][i], nw0, nw1);
-                }
             }
         } else if constexpr (C == Bin1GemmCase::kBoolTern) {
             // acc += and(A, Pv) + and(A, ~Nv); rows: popc(A).
@@ -222,13 +279,16 @@ __global__ void __launch_bounds__(T::kThreads)
                 row_pop[i][1] += __popc(fa[0][i][1]) + __popc(fa[0][i][3]);
             }
 #pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
+#pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const uint32_t nn0 = ~fb[1][j][0], nn1 = ~fb[1][j][1];
 #pragma unroll
-                for (int i = 0; i < MT; ++i) {
-                    mma_and_popc(acc[0][i][j], fa[0][i], fb[0][j][0], fb[0][j][1]);
+                for (int i = 0; i < MT; ++i)
                     mma_and_popc(acc[0][i][j], fa[0][i], nn0, nn1);
-                }
             }
         } else if constexpr (C == Bin1GemmCase::kBoolBin) {
             // acc += and(A, W); rows: popc(A).
@@ -257,12 +317,19 @@ __global__ void __launch_bounds__(T::kThreads)
                 for (int i = 0; i < MT; ++i) {
                     mma_and_popc(acc[0][i][j], za[i], zb0, zb1);
                     mma_and_popc(acc[1][i][j], fa[0][i], fb[1][j][0], fb[1][j][1]);
-                    mma_and_popc(acc[1][i][j], fa[1][i], fb[0][j][0], fb[0][j][1]);
                 }
             }
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+                    mma_and_popc(acc[1][i][j], fa[1][i], fb[0][j][0], fb[0][j][1]);
         }
     }
     cp_async_wait<0>();  // nothing useful is in flight, but leave no copy behind the exit
+    // The next kernel may start now: this one only writes its outputs from here on. Triggering
+    // earlier let the next call's blocks take SM slots from this call's later waves.
+    detail::pdl_launch_dependents();
 
     // The 4 lanes of a quad hold words t and t + 4 of the same rows: sum them.
     if constexpr (C != Bin1GemmCase::kTernTern) {
@@ -275,7 +342,10 @@ __global__ void __launch_bounds__(T::kThreads)
             }
     }
 
-    const int g = lane / 4, t = lane % 4;
+    // Columns 2t and 2t + 1 of a tile are adjacent: one 8-byte store when both exist and the
+    // row's address allows it (n even and an 8-byte aligned output), else one store each.
+    const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(fused ? static_cast<void*>(out.y)
+                                                                       : static_cast<void*>(out.acc)) % 8 == 0;
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -284,20 +354,41 @@ __global__ void __launch_bounds__(T::kThreads)
             if (row >= m) continue;
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
+                const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t;
+                if (col >= n) continue;
+                int v[2];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t + e;
-                    if (col >= n) continue;
-                    int v;
                     if constexpr (C == Bin1GemmCase::kBinTern || C == Bin1GemmCase::kBoolBin) {
-                        v = 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
+                        v[e] = 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
                     } else if constexpr (C == Bin1GemmCase::kBoolTern) {
-                        v = acc[0][i][j][2 * h + e] - row_pop[i][h];
+                        v[e] = acc[0][i][j][2 * h + e] - row_pop[i][h];
                     } else {
-                        v = acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
+                        v[e] = acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
                     }
-                    detail::store_output(out, n, /*groups=*/1, row, col,
-                                         [v](int64_t) { return static_cast<int32_t>(v); });
+                }
+                const bool both = col + 1 < n;
+                if (!fused) {
+                    int32_t* dst = out.acc + row * n + col;
+                    if (both && pairs) {
+                        *reinterpret_cast<int2*>(dst) = make_int2(v[0], v[1]);
+                    } else {
+                        dst[0] = v[0];
+                        if (both) dst[1] = v[1];
+                    }
+                    continue;
+                }
+                // store_output's arithmetic with one group: (+0.0f + w * acc) * x + bias.
+                float y[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    y[e] = __fadd_rn(__fmul_rn(detail::epilogue_add(0.0f, ws[j][e], v[e]), xs[i][h]), bs[j][e]);
+                float* dst = out.y + row * n + col;
+                if (both && pairs) {
+                    *reinterpret_cast<float2*>(dst) = make_float2(y[0], y[1]);
+                } else {
+                    dst[0] = y[0];
+                    if (both) dst[1] = y[1];
                 }
             }
         }
@@ -351,35 +442,36 @@ int64_t tiles_for(Bin1GemmCase c, Bin1GemmTile t, int64_t m, int64_t n, int64_t*
     }
 }
 
+// Launched with PDL (kernels/pdl.cuh): the kernel waits before it reads a and the x scales, and
+// before b, w_scale and bias too unless b_early.
 template <Bin1GemmCase C, class T>
 void launch(const uint32_t* a, int64_t m, const uint32_t* b, int64_t n, int64_t kblocks,
-            int64_t tiles_m, int64_t tiles, const ProductOut& out, cudaStream_t stream) {
+            int64_t tiles_m, int64_t tiles, const ProductOut& out, bool b_early, cudaStream_t stream) {
     constexpr int kSmem = smem_bytes<C, T>();
     if constexpr (kSmem > 48 * 1024) {
         TRIT_CUDA_CHECK(cudaFuncSetAttribute(bin1_gemm_kernel<C, T>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     }
-    bin1_gemm_kernel<C, T><<<static_cast<unsigned>(tiles), T::kThreads, kSmem, stream>>>(
-        a, b, m, n, kblocks, tiles_m, out);
-    TRIT_CUDA_CHECK_LAST();
+    detail::launch_kernel(bin1_gemm_kernel<C, T>, dim3(static_cast<unsigned>(tiles)), dim3(T::kThreads), kSmem,
+                          stream, true, a, b, m, n, kblocks, tiles_m, out, b_early);
 }
 
 template <Bin1GemmCase C>
 void launch_tile(Bin1GemmTile t, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
-                 int64_t kblocks, int64_t tiles_m, int64_t tiles, const ProductOut& out,
+                 int64_t kblocks, int64_t tiles_m, int64_t tiles, const ProductOut& out, bool b_early,
                  cudaStream_t stream) {
     switch (t) {
         case Bin1GemmTile::kTiny:
-            return launch<C, TinyCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+            return launch<C, TinyCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         case Bin1GemmTile::kSmall:
-            return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+            return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         case Bin1GemmTile::kMedium:
-            return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+            return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         default:
             if constexpr (C == Bin1GemmCase::kTernTern) {
-                return launch<C, LargeTernCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+                return launch<C, LargeTernCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
             } else {
-                return launch<C, LargeCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, stream);
+                return launch<C, LargeCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
             }
     }
 }
@@ -433,7 +525,7 @@ Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_
 }
 
 void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
-               int64_t k, const ProductOut& out, cudaStream_t stream, Bin1GemmTile tile) {
+               int64_t k, const ProductOut& out, cudaStream_t stream, Bin1GemmTile tile, bool b_early) {
     const char* cn = bin1_gemm_case_name(c);
     TRIT_CHECK(m >= 1 && n >= 1 && k >= 1, "bin1_gemm(", cn,
                "): m, n and k must be >= 1 (got m=", m, ", n=", n, ", k=", k, ")");
@@ -480,16 +572,16 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
     switch (c) {
         case Bin1GemmCase::kBinTern:
             return launch_tile<Bin1GemmCase::kBinTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, stream);
+                                                       out, b_early, stream);
         case Bin1GemmCase::kBoolTern:
             return launch_tile<Bin1GemmCase::kBoolTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, stream);
+                                                        out, b_early, stream);
         case Bin1GemmCase::kTernTern:
             return launch_tile<Bin1GemmCase::kTernTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, stream);
+                                                        out, b_early, stream);
         case Bin1GemmCase::kBoolBin:
             return launch_tile<Bin1GemmCase::kBoolBin>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, stream);
+                                                       out, b_early, stream);
     }
 }
 

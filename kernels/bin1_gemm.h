@@ -59,8 +59,12 @@ int bin1_gemm_planes_b(Bin1GemmCase c);
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count);
 
 // a: (planes_a, m, tbits_row_words(k)) uint32; b: (planes_b, n, tbits_row_words(k)) uint32.
+// Launched with programmatic dependent launch (kernels/pdl.cuh): it may start while the kernel
+// before it runs, and waits for it before reading a and the x scales. b_early: b, out.w_scale and
+// out.bias are not written by the kernel right before (weights uploaded once, as the GPU runtime's
+// bin1 planes), so their first reads go out before that wait; the results are the same either way.
 void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
                int64_t k, const ProductOut& out, cudaStream_t stream,
-               Bin1GemmTile tile = Bin1GemmTile::kAuto);
+               Bin1GemmTile tile = Bin1GemmTile::kAuto, bool b_early = false);
 
 }  // namespace trit::kernels

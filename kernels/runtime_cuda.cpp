@@ -240,7 +240,8 @@ torch::Tensor CudaModel::level_layer_forward(const Layer& l, const torch::Tensor
         else
             tbits_quantize_ternary(x.data_ptr<float>(), m, l.in, l.act.scale, a, stream);
         bin1_gemm(boolean ? Bin1GemmCase::kBoolBin : Bin1GemmCase::kBinTern, a, m,
-                  reinterpret_cast<const uint32_t*>(l.w_plane.data_ptr<int32_t>()), l.out, l.in, out, stream);
+                  reinterpret_cast<const uint32_t*>(l.w_plane.data_ptr<int32_t>()), l.out, l.in, out, stream,
+                  Bin1GemmTile::kAuto, /*b_early=*/true);  // planes and scales uploaded once
     } else {
         // The grid's int8 codes: act_levels' rounding (a true division by a device tensor, ties to
         // even, NaN -> 0), then the format's product as for int8 activations.

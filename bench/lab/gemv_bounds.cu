@@ -7,6 +7,10 @@
 // machine: nvcc -O3 -std=c++17 -arch=sm_90a bench/lab/gemv_bounds.cu -o gemv_bounds && ./gemv_bounds
 // `./gemv_bounds rw IN_BYTES OUT_BYTES ...` times only a kernel that reads IN bytes (rotated past
 // L2) and writes OUT bytes, per pair: the floor of a small GEMM call (e.g. the BWTA shapes).
+// `./gemv_bounds rw3 W_BYTES A_BYTES OUT_BYTES ...`: the same with a GEMM's dependency chain, per
+// triple: W bytes (weights, rotated) read before the wait for the previous call, then A bytes
+// (activations, not rotated: in L2, as the previous kernel left them) read after it, and OUT
+// bytes written from both.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -293,6 +297,55 @@ __global__ void read_write_kernel(const uint4* in, int64_t in16, uint4* out, int
     if (i < out16) out[i] = v;
 }
 
+// W before the wait, A after it, out from both (one 16-byte unit per thread).
+__global__ void read_wait_read_write_kernel(const uint4* w, int64_t w16, const uint4* a, int64_t a16, uint4* out,
+                                            int64_t out16) {
+    const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (i < w16) v = ld_nc(w + i);
+    pdl_trigger();
+    pdl_wait();
+    const uint4 u = i < a16 ? a[i] : make_uint4(0, 0, 0, 0);
+    if (i < out16) out[i] = make_uint4(v.x ^ u.x, v.y ^ u.y, v.z ^ u.z, v.w ^ u.w);
+}
+
+// `gemv_bounds rw3 W A OUT ...`: read_wait_read_write_kernel's time per call for each triple.
+int read_wait_read_write_floors(int argc, char** argv, cudaStream_t s) {
+    const int B = 32, S = 30;
+    const int64_t ring_total = 160ll << 20;
+    for (int arg = 2; arg + 2 < argc; arg += 3) {
+        const int64_t w_bytes = std::atoll(argv[arg]), a_bytes = std::atoll(argv[arg + 1]),
+                      out_bytes = std::atoll(argv[arg + 2]);
+        const int64_t w16 = (w_bytes + 15) / 16, a16 = (a_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
+        const int64_t stride = (w16 * 16 + 255) / 256 * 256;
+        const int64_t count = ring_total / stride;
+        uint8_t* ring;
+        uint4 *a, *out;
+        CK(cudaMalloc(&ring, count * stride));
+        CK(cudaMemset(ring, 1, count * stride));
+        CK(cudaMalloc(&a, a16 * 16));
+        CK(cudaMemset(a, 2, a16 * 16));
+        CK(cudaMalloc(&out, out16 * 16));
+        const int64_t units = std::max(std::max(w16, a16), out16);
+        const unsigned blocks = static_cast<unsigned>((units + 255) / 256);
+        for (int pdl = 0; pdl < 2; ++pdl) {
+            const double us = time_calls(
+                [&](int i) {
+                    launch_ex(read_wait_read_write_kernel, dim3(blocks), dim3(256), 0, s, pdl,
+                              reinterpret_cast<const uint4*>(ring + (i % count) * stride), w16,
+                              static_cast<const uint4*>(a), a16, out, out16);
+                },
+                B, S, s);
+            printf("read W %lld B, wait, read A %lld B, write %lld B, pdl=%d: %.2f us/call\n", (long long)w_bytes,
+                   (long long)a_bytes, (long long)out_bytes, pdl, us);
+        }
+        CK(cudaFree(ring));
+        CK(cudaFree(a));
+        CK(cudaFree(out));
+    }
+    return 0;
+}
+
 // `gemv_bounds rw IN_BYTES OUT_BYTES ...`: read_write_kernel's time per call for each pair, with
 // and without PDL (e.g. the BWTA b1 GEMM shapes at m = 128: bin1 weights n * k / 8 bytes, y
 // 128 * n * 4 bytes).
@@ -333,6 +386,7 @@ int main(int argc, char** argv) {
     int* dout;
     CK(cudaMalloc(&dout, 64));
     if (argc > 1 && std::string(argv[1]) == "rw") return read_write_floors(argc, argv, s);
+    if (argc > 1 && std::string(argv[1]) == "rw3") return read_wait_read_write_floors(argc, argv, s);
     const int B = 32, S = 30;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));

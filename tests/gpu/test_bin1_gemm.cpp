@@ -263,13 +263,13 @@ Operands make_operands(Bin1GemmCase c, int64_t m, int64_t n, int64_t kk, uint64_
 }
 
 std::vector<int32_t> run_acc(Bin1GemmCase c, const Operands& o, int64_t m, int64_t n, int64_t kk,
-                             Bin1GemmTile tile) {
+                             Bin1GemmTile tile, bool b_early = false) {
     DeviceBuffer<uint32_t> d_a(o.a), d_b(o.b);
     DeviceBuffer<int32_t> d_acc(m * n);
     d_acc.poison();
     k::ProductOut out;
     out.acc = d_acc.get();
-    k::bin1_gemm(c, d_a.get(), m, d_b.get(), n, kk, out, nullptr, tile);
+    k::bin1_gemm(c, d_a.get(), m, d_b.get(), n, kk, out, nullptr, tile, b_early);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     return d_acc.download();
 }
@@ -305,10 +305,12 @@ class Bin1GemmShapes : public RequiresGpu<::testing::TestWithParam<GemmShape>> {
 TEST_P(Bin1GemmShapes, AccumulatorsMatchReferenceOnEveryTile) {
     const GemmShape s = GetParam();
     const Operands o = make_operands(s.c, s.m, s.n, s.k, 1000 + s.m * 31 + s.n * 7 + s.k);
+    bool b_early = false;  // both launch modes, in turn
     for (Bin1GemmTile tile : {Bin1GemmTile::kAuto, Bin1GemmTile::kTiny, Bin1GemmTile::kSmall,
                               Bin1GemmTile::kMedium, Bin1GemmTile::kLarge}) {
-        SCOPED_TRACE(std::string("tile ") + k::bin1_gemm_tile_name(tile));
-        expect_equal(run_acc(s.c, o, s.m, s.n, s.k, tile), o.ref, s.n, "acc");
+        b_early = !b_early;
+        SCOPED_TRACE(std::string("tile ") + k::bin1_gemm_tile_name(tile) + (b_early ? " b_early" : ""));
+        expect_equal(run_acc(s.c, o, s.m, s.n, s.k, tile, b_early), o.ref, s.n, "acc");
     }
 }
 
@@ -386,8 +388,9 @@ uint32_t float_bits(float v) {
     return u;
 }
 
-TEST_F(Bin1GemmGpu, FusedEpilogueMatchesProductFormula) {
-    constexpr int64_t kM = 130, kN = 100, kK = 300;
+// y bit for bit against the formula for every case, per-tensor and per-row scales.
+void fused_epilogue_case(int64_t kN, bool offset, bool b_early) {
+    constexpr int64_t kM = 130, kK = 300;
     for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
                            Bin1GemmCase::kBoolBin}) {
         for (const bool per_row : {false, true}) {
@@ -408,22 +411,36 @@ TEST_F(Bin1GemmGpu, FusedEpilogueMatchesProductFormula) {
                 }
             }
             DeviceBuffer<uint32_t> d_a(o.a), d_b(o.b);
-            DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(kM * kN);
+            DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(kM * kN + 1);
             d_y.poison();
             k::ProductOut out;
-            out.y = d_y.get();
+            out.y = d_y.get() + (offset ? 1 : 0);
             out.w_scale = d_ws.get();
             out.w_scale_rows = per_row ? kN : 1;
             out.x_scale = d_xs.get();
             out.x_scale_rows = per_row ? kM : 1;
             out.bias = d_bias.get();
-            k::bin1_gemm(c, d_a.get(), kM, d_b.get(), kN, kK, out, nullptr);
+            k::bin1_gemm(c, d_a.get(), kM, d_b.get(), kN, kK, out, nullptr, Bin1GemmTile::kAuto, b_early);
             TRIT_CUDA_CHECK(cudaDeviceSynchronize());
             std::vector<uint32_t> got;
-            for (float v : d_y.download())
-                got.push_back(float_bits(v));
+            const std::vector<float> y = d_y.download();
+            for (size_t e = offset ? 1 : 0; e < (offset ? y.size() : y.size() - 1); ++e)
+                got.push_back(float_bits(y[e]));
             expect_equal(got, want, kN, "y bits");
         }
+    }
+}
+
+TEST_F(Bin1GemmGpu, FusedEpilogueMatchesProductFormula) {
+    // n even with y 8-byte aligned (pairs of columns stored together), n odd, and n even with y
+    // one float off (one store per column); b early and not.
+    struct Variant {
+        int64_t n;
+        bool offset, b_early;
+    };
+    for (const Variant v : {Variant{100, false, false}, Variant{101, false, true}, Variant{100, true, true}}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << v.n << (v.offset ? " y+1" : "") << (v.b_early ? " b_early" : ""));
+        fused_epilogue_case(v.n, v.offset, v.b_early);
     }
 }
 

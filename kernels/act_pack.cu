@@ -30,17 +30,26 @@ struct Bits {
 
 enum class Src { kTernaryCodes, kBoolCodes, kTernaryFloat, kBoolFloat };
 
+// The element at idx, as loaded (codes widened to float: exact), before any arithmetic.
 template <Src S>
-__device__ __forceinline__ Bits element_bits(const void* src, int64_t idx, float scale) {
+__device__ __forceinline__ float load_element(const void* src, int64_t idx) {
+    if constexpr (S == Src::kTernaryCodes || S == Src::kBoolCodes) {
+        return static_cast<float>(static_cast<const int8_t*>(src)[idx]);
+    } else {
+        return static_cast<const float*>(src)[idx];
+    }
+}
+
+// Its predicates.
+template <Src S>
+__device__ __forceinline__ Bits element_bits(float v, float scale) {
     if constexpr (S == Src::kTernaryCodes) {
-        const int c = static_cast<const int8_t*>(src)[idx];
-        return {c >= 1, c <= -1, c < -1 || c > 1};
+        return {v >= 1.0f, v <= -1.0f, v < -1.0f || v > 1.0f};
     } else if constexpr (S == Src::kBoolCodes) {
-        const int c = static_cast<const int8_t*>(src)[idx];
-        return {c >= 1, false, c < 0 || c > 1};
+        return {v >= 1.0f, false, v < 0.0f || v > 1.0f};
     } else {
         // IEEE division (never x * (1 / scale)); a NaN quotient fails both compares -> 0.
-        const float q = __fdiv_rn(static_cast<const float*>(src)[idx], scale);
+        const float q = __fdiv_rn(v, scale);
         return {q > 0.5f, S == Src::kTernaryFloat && q < -0.5f, false};
     }
 }
@@ -61,15 +70,25 @@ __global__ void __launch_bounds__(kThreads)
          t += warps) {
         const int64_t r = t / blocks, b = t % blocks;
         uint32_t mine = 0;  // lane w < 8: plane 0 word w; lane 8 + w: plane 1 word w
+        // The block's 8 elements of this lane are loaded first, then divided, then balloted: with
+        // a division or a ballot between them, the loads went out one at a time, a memory round
+        // trip each.
+        float v[f::kTbitsBlockWords];
 #pragma unroll
         for (int w = 0; w < f::kTbitsBlockWords; ++w) {
             const int64_t c = (b * f::kTbitsBlockWords + w) * f::kTbitsWordBits + lane;
-            Bits e{false, false, false};
-            if (c < k) e = element_bits<S>(src, r * k + c, scale);
-            const uint32_t w0 = __ballot_sync(0xffffffffu, e.p0);
-            const uint32_t w1 = __ballot_sync(0xffffffffu, e.p1);
+            v[w] = c < k ? load_element<S>(src, r * k + c) : 0.0f;  // 0: no bit, in range
+        }
+        Bits e[f::kTbitsBlockWords];
+#pragma unroll
+        for (int w = 0; w < f::kTbitsBlockWords; ++w)
+            e[w] = element_bits<S>(v[w], scale);
+#pragma unroll
+        for (int w = 0; w < f::kTbitsBlockWords; ++w) {
+            const uint32_t w0 = __ballot_sync(0xffffffffu, e[w].p0);
+            const uint32_t w1 = __ballot_sync(0xffffffffu, e[w].p1);
             if constexpr (S == Src::kTernaryCodes || S == Src::kBoolCodes)
-                bad_count += __popc(__ballot_sync(0xffffffffu, e.bad));
+                bad_count += __popc(__ballot_sync(0xffffffffu, e[w].bad));
             if (lane == w) mine = w0;
             if (lane == f::kTbitsBlockWords + w) mine = w1;
         }

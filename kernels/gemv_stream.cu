@@ -1,8 +1,10 @@
 // The streaming GEMV of kernels/tern24_gemv.h (tern24_gemv_stream, m <= 2; tern24_gemv.cu holds the
-// warp-per-row kernel and the dispatch) and kernels/tern2_gemv_stream.h (tern2_gemv_stream, m = 1):
-// one kernel, gemv_stream_kernel<Codec, M>, whose Codec says how a 128-column chunk is loaded and
-// multiplied. Tern2Codec: 32 code bytes per chunk, the __byte_perm decode of kernels/tern2_mma.cuh
-// and dp4a, x permuted to match, no table. Tern24Codec, as follows.
+// warp-per-row kernel and the dispatch), kernels/tern2_gemv_stream.h (tern2_gemv_stream, m = 1) and
+// kernels/bt_nib4.h (bt_nib4_gemv, m = 1): one kernel, gemv_stream_kernel<Codec, M, kOneGroup>, whose
+// Codec says how a 128-column chunk is loaded and multiplied. Tern2Codec: 32 code bytes per chunk,
+// the __byte_perm decode of kernels/tern2_mma.cuh and dp4a, x permuted to match, no table.
+// Nib4Codec: 64 nibble bytes per chunk, masks and dp4a, each 64-column half summed apart (groups of
+// 64). Tern24Codec, as follows.
 // The two tern24 kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
 // table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared memory
 // (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group and
@@ -36,9 +38,11 @@
 // Sums: each thread's chunk sum per row and token is reduced over its scale group's run of lanes
 // (groups of 128 * 2^e <= 4096 columns: runs of 2^e lanes, shuffles; one group or groups of whole
 // warps: a warp, REDUX), one partial per run goes to shared memory (double-buffered by tile parity:
-// one barrier per tile), and the first S * 2 * m threads each finish one (row, token): they add
-// each scale group's runs, then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups
-// in increasing order from +0.0f, no FMA). Their row's weight scale and bias are requested into
+// one barrier per tile). With one scale group the first S * 2 * m threads each finish one (row,
+// token): they add the runs, then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups
+// in increasing order from +0.0f, no FMA). With several, the epilogue takes two steps a tile apart
+// (group_terms, group_sums below): the warps form the terms w_scale[g] * float(sum), one warp adds
+// them in order. Their row's weight scale and bias are requested into
 // registers with the tile's weights, two tiles ahead (the rows of several groups' scales are
 // prefetched into L1): a miss there would hold the whole block at the next barrier. Launch: with
 // PackedWeights::pdl the first two tiles' weights, scales and bias are requested before

@@ -514,8 +514,10 @@ class ShapeBench {
     // same as kAuto's choice).
     KernelRow b1_row(const B1Set& s, int64_t m, const MInputs& in, bool with_pack) {
         const kn::Bin1GemmTile tile = kn::bin1_gemm_choose_tile(s.c, m, s.n, gpu_.sm_count());
-        KernelRow r =
-            row(with_pack ? "pack+b1_gemm" : "b1_gemm", s.name, kn::bin1_gemm_tile_name(tile), m);
+        const int k_groups = kn::bin1_gemm_k_groups(s.c, tile, m, s.n, s.k, gpu_.sm_count());
+        KernelRow r = row(with_pack ? "pack+b1_gemm" : "b1_gemm", s.name,
+                          std::string(kn::bin1_gemm_tile_name(tile)) + (k_groups > 1 ? "+kg" + std::to_string(k_groups) : ""),
+                          m);
         const int planes_a = kn::bin1_gemm_planes_a(s.c);
         const bool per_row = s.c == kn::Bin1GemmCase::kBinTern && !with_pack;
         const double dm = static_cast<double>(m), dn = static_cast<double>(s.n),
@@ -574,7 +576,7 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& ou
         << "); a sample is gated CUDA events "
         << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
         << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
-        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile\n"
+        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups)\n"
         << std::flush;
 
     // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.

@@ -1,9 +1,11 @@
 // The b1 tensor-core GEMMs of kernels/bin1_gemm.h. One CTA per BM x BN output tile; k advances in
 // 256-bit blocks (one m16n8k256 per fragment pair), STAGES-deep cp.async pipeline into shared
 // memory, ldmatrix.x4 to fragments, several m16 x n8 mma tiles per warp, popcount algebra and
-// the optional float epilogue in registers. No LibTorch here.
+// the optional float epilogue in registers. kSmall CTAs on long k can run k groups of warps over
+// alternate k-blocks (TileCfg's KS, bin1_gemm_k_groups). No LibTorch here.
 //
-// Shared memory per stage: the A planes (pa, BM rows, 32 bytes) then the B planes (pb, BN, 32 B).
+// Shared memory per stage, for each of its KS k-blocks: the A planes (pa, BM rows, 32 bytes) then
+// the B planes (pb, BN, 32 B).
 // A row's two 16-byte halves swap places on rows 4..7 of every 8 (chunk ^= (row >> 2) & 1), so
 // the 8 row addresses of one ldmatrix 8x8 matrix hit 8 distinct 16-byte bank groups.
 #include "kernels/bin1_gemm.h"
@@ -36,11 +38,13 @@ struct CaseTraits {
     static constexpr int kAccSets = C == Bin1GemmCase::kTernTern ? 2 : 1;
 };
 
-template <int BM_, int BN_, int WM_, int WN_, int STAGES_>
+// KS > 1: KS groups of warps each cover the whole tile over every KS-th k-block (a stage holds KS
+// consecutive k-blocks, group j multiplies the j-th), and add up through shared memory at the end.
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, int KS_ = 1>
 struct TileCfg {
-    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
-    static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
-    static constexpr int kThreads = kWarpsM * kWarpsN * kWarp;
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, KS = KS_;
+    static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN, kGroupWarps = kWarpsM * kWarpsN;
+    static constexpr int kThreads = kGroupWarps * KS * kWarp;
     static constexpr int MT = WM / 16, NT = WN / 8;  // mma tiles per warp
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0,
                   "warp tiles are whole m16 tiles and pairs of n8 tiles (one ldmatrix.x4)");
@@ -52,11 +56,17 @@ using SmallCfg = TileCfg<32, 32, 16, 16, 4>;
 using MediumCfg = TileCfg<64, 64, 32, 32, 4>;
 using LargeCfg = TileCfg<128, 128, 64, 32, 4>;
 using LargeTernCfg = TileCfg<128, 64, 32, 32, 4>;  // two accumulator sets: a smaller warp tile
+using SmallKCfg = TileCfg<32, 32, 16, 16, 3, kBin1GemmKGroups>;  // 16 warps: one CTA per SM
+// Row stride of a group's partial tile in shared memory, in int32 (+ 8: a quad's rows in distinct banks).
+template <class T>
+constexpr int kPartStride = T::BN + 8;
 
 template <Bin1GemmCase C, class T>
 constexpr int smem_bytes() {
-    return T::STAGES * (CaseTraits<C>::kPlanesA * T::BM + CaseTraits<C>::kPlanesB * T::BN) *
-           kRowBytes;
+    const int pipeline = T::STAGES * T::KS *
+                         (CaseTraits<C>::kPlanesA * T::BM + CaseTraits<C>::kPlanesB * T::BN) * kRowBytes;
+    const int partials = (T::KS - 1) * T::BM * kPartStride<T> * 4;
+    return pipeline > partials ? pipeline : partials;
 }
 
 // ---- PTX wrappers ------------------------------------------------------------------------------
@@ -111,42 +121,50 @@ __global__ void __launch_bounds__(T::kThreads)
                      int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out, bool b_early) {
     using Tr = CaseTraits<C>;
     constexpr int PA = Tr::kPlanesA, PB = Tr::kPlanesB, MT = T::MT, NT = T::NT;
-    constexpr int kStageBytes = (PA * T::BM + PB * T::BN) * kRowBytes;
+    constexpr int kSubBytes = (PA * T::BM + PB * T::BN) * kRowBytes;  // one k-block
+    constexpr int kStageBytes = T::KS * kSubBytes;
     constexpr int kBOffset = PA * T::BM * kRowBytes;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
     const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
-    const int wm = warp % T::kWarpsM, wn = warp / T::kWarpsM;
+    const int wk = warp / T::kGroupWarps;  // the warp's k group
+    const int wm = warp % T::kGroupWarps % T::kWarpsM, wn = warp % T::kGroupWarps / T::kWarpsM;
     const int64_t tile = blockIdx.x;
     const int64_t m0 = (tile % tiles_m) * T::BM, n0 = (tile / tiles_m) * T::BN;
     const int64_t rw = kblocks * f::kTbitsBlockWords;
 
-    // Issue the copies of k-block kb into stage s; rows past m / n are zero-filled.
-    auto load_a = [&](int s, int64_t kb) {
+    // Issue the copies of stage sb (k-blocks sb KS .. sb KS + KS - 1) into slot s; rows past m / n
+    // and k-blocks past the end are zero-filled (they add nothing to any case's sums).
+    const int64_t stages = (kblocks + T::KS - 1) / T::KS;
+    auto load_a = [&](int s, int64_t sb) {
         const uint32_t stage = smem_base + s * kStageBytes;
-        constexpr int kChunksA = PA * T::BM * 2;
+        constexpr int kChunksA = PA * T::BM * 2, kAll = T::KS * kChunksA;
 #pragma unroll
-        for (int it = 0; it < (kChunksA + T::kThreads - 1) / T::kThreads; ++it) {
+        for (int it = 0; it < (kAll + T::kThreads - 1) / T::kThreads; ++it) {
             const int idx = tid + it * T::kThreads;
-            if (kChunksA % T::kThreads != 0 && idx >= kChunksA) break;
-            const int p = idx / (T::BM * 2), r = (idx / 2) % T::BM, c = idx % 2;
-            const bool ok = m0 + r < m;
+            if (kAll % T::kThreads != 0 && idx >= kAll) break;
+            const int j = idx / kChunksA, x = idx % kChunksA;
+            const int p = x / (T::BM * 2), r = (x / 2) % T::BM, c = x % 2;
+            const int64_t kb = sb * T::KS + j;
+            const bool ok = m0 + r < m && kb < kblocks;
             const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
-            cp_async_16(stage + p * T::BM * kRowBytes + swizzled(r, c), src, ok ? 16 : 0);
+            cp_async_16(stage + j * kSubBytes + p * T::BM * kRowBytes + swizzled(r, c), src, ok ? 16 : 0);
         }
     };
-    auto load_b = [&](int s, int64_t kb) {
+    auto load_b = [&](int s, int64_t sb) {
         const uint32_t stage = smem_base + s * kStageBytes;
-        constexpr int kChunksB = PB * T::BN * 2;
+        constexpr int kChunksB = PB * T::BN * 2, kAll = T::KS * kChunksB;
 #pragma unroll
-        for (int it = 0; it < (kChunksB + T::kThreads - 1) / T::kThreads; ++it) {
+        for (int it = 0; it < (kAll + T::kThreads - 1) / T::kThreads; ++it) {
             const int idx = tid + it * T::kThreads;
-            if (kChunksB % T::kThreads != 0 && idx >= kChunksB) break;
-            const int p = idx / (T::BN * 2), r = (idx / 2) % T::BN, c = idx % 2;
-            const bool ok = n0 + r < n;
+            if (kAll % T::kThreads != 0 && idx >= kAll) break;
+            const int j = idx / kChunksB, x = idx % kChunksB;
+            const int p = x / (T::BN * 2), r = (x / 2) % T::BN, c = x % 2;
+            const int64_t kb = sb * T::KS + j;
+            const bool ok = n0 + r < n && kb < kblocks;
             const uint32_t* src = b + p * n * rw + (ok ? (n0 + r) * rw + kb * 8 + c * 4 : 0);
-            cp_async_16(stage + kBOffset + p * T::BN * kRowBytes + swizzled(r, c), src,
+            cp_async_16(stage + j * kSubBytes + kBOffset + p * T::BN * kRowBytes + swizzled(r, c), src,
                         ok ? 16 : 0);
         }
     };
@@ -194,14 +212,14 @@ __global__ void __launch_bounds__(T::kThreads)
         load_columns();
 #pragma unroll
         for (int s = 0; s < T::STAGES - 1; ++s)
-            if (s < kblocks) load_b(s, s);
+            if (s < stages) load_b(s, s);
     }
     detail::pdl_wait();
     if (!b_early) {
         load_columns();
 #pragma unroll
         for (int s = 0; s < T::STAGES - 1; ++s)
-            if (s < kblocks) load_b(s, s);
+            if (s < stages) load_b(s, s);
     }
     if (fused) {
 #pragma unroll
@@ -214,21 +232,21 @@ __global__ void __launch_bounds__(T::kThreads)
     }
 #pragma unroll
     for (int s = 0; s < T::STAGES - 1; ++s) {
-        if (s < kblocks) load_a(s, s);
+        if (s < stages) load_a(s, s);
         cp_async_commit();
     }
 
-    for (int64_t kb = 0; kb < kblocks; ++kb) {
+    for (int64_t sb = 0; sb < stages; ++sb) {
         cp_async_wait<T::STAGES - 2>();
-        __syncthreads();  // stage kb landed for every thread; stage kb - 1 is free to refill
-        const int64_t next = kb + T::STAGES - 1;
-        if (next < kblocks) {
+        __syncthreads();  // stage sb landed for every thread; stage sb - 1 is free to refill
+        const int64_t next = sb + T::STAGES - 1;
+        if (next < stages) {
             load_a(static_cast<int>(next % T::STAGES), next);
             load_b(static_cast<int>(next % T::STAGES), next);
         }
         cp_async_commit();
 
-        const uint32_t stage = smem_base + static_cast<int>(kb % T::STAGES) * kStageBytes;
+        const uint32_t stage = smem_base + static_cast<int>(sb % T::STAGES) * kStageBytes + wk * kSubBytes;
         uint32_t fa[PA][MT][4];
         uint32_t fb[PB][NT][2];
 #pragma unroll
@@ -342,6 +360,38 @@ __global__ void __launch_bounds__(T::kThreads)
             }
     }
 
+    // This warp's value of output (row g + 8h of m16 tile i, column 2t + e of n8 tile j), over its
+    // k-blocks: linear in them, so the k groups' values add up to the output's.
+    auto value = [&](int i, int h, int j, int e) {
+        if constexpr (C == Bin1GemmCase::kBinTern || C == Bin1GemmCase::kBoolBin) {
+            return 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
+        } else if constexpr (C == Bin1GemmCase::kBoolTern) {
+            return acc[0][i][j][2 * h + e] - row_pop[i][h];
+        } else {
+            return acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
+        }
+    };
+    // KS > 1: groups 1.. write their values into shared memory (the pipeline's, now idle), group 0
+    // adds them (in group order: exact, int32) and stores.
+    const int* part = reinterpret_cast<const int*>(smem);
+    if constexpr (T::KS > 1) {
+        __syncthreads();  // every warp is done with the pipeline's shared memory
+        if (wk > 0) {
+            int* mine = reinterpret_cast<int*>(smem) + (wk - 1) * T::BM * kPartStride<T>;
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+                        *reinterpret_cast<int2*>(mine + (wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
+                                                 wn * T::WN + j * 8 + 2 * t) =
+                            make_int2(value(i, h, j, 0), value(i, h, j, 1));
+        }
+        __syncthreads();
+        if (wk > 0) return;
+    }
+
     // Columns 2t and 2t + 1 of a tile are adjacent: one 8-byte store when both exist and the
     // row's address allows it (n even and an 8-byte aligned output), else one store each.
     const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(fused ? static_cast<void*>(out.y)
@@ -356,16 +406,13 @@ __global__ void __launch_bounds__(T::kThreads)
             for (int j = 0; j < NT; ++j) {
                 const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t;
                 if (col >= n) continue;
-                int v[2];
+                int v[2] = {value(i, h, j, 0), value(i, h, j, 1)};
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if constexpr (C == Bin1GemmCase::kBinTern || C == Bin1GemmCase::kBoolBin) {
-                        v[e] = 2 * acc[0][i][j][2 * h + e] - row_pop[i][h];
-                    } else if constexpr (C == Bin1GemmCase::kBoolTern) {
-                        v[e] = acc[0][i][j][2 * h + e] - row_pop[i][h];
-                    } else {
-                        v[e] = acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
-                    }
+                for (int q = 1; q < T::KS; ++q) {
+                    const int2 o = *reinterpret_cast<const int2*>(
+                        part + ((q - 1) * T::BM + wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
+                        wn * T::WN + j * 8 + 2 * t);
+                    v[0] += o.x, v[1] += o.y;
                 }
                 const bool both = col + 1 < n;
                 if (!fused) {
@@ -459,11 +506,13 @@ void launch(const uint32_t* a, int64_t m, const uint32_t* b, int64_t n, int64_t 
 template <Bin1GemmCase C>
 void launch_tile(Bin1GemmTile t, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
                  int64_t kblocks, int64_t tiles_m, int64_t tiles, const ProductOut& out, bool b_early,
-                 cudaStream_t stream) {
+                 int k_groups, cudaStream_t stream) {
     switch (t) {
         case Bin1GemmTile::kTiny:
             return launch<C, TinyCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         case Bin1GemmTile::kSmall:
+            if (k_groups > 1)
+                return launch<C, SmallKCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
             return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         case Bin1GemmTile::kMedium:
             return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
@@ -524,6 +573,14 @@ Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_
     return Bin1GemmTile::kSmall;
 }
 
+int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, int64_t k, int sm_count) {
+    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, sm_count);
+    if (tile != Bin1GemmTile::kSmall || k < 1) return 1;
+    const int64_t kblocks = f::ceil_div(k, int64_t{f::kTbitsBlockBits});
+    return kblocks >= 2 * kBin1GemmKGroups && tiles_for(c, tile, m, n, nullptr) <= sm_count ? kBin1GemmKGroups
+                                                                                             : 1;
+}
+
 void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
                int64_t k, const ProductOut& out, cudaStream_t stream, Bin1GemmTile tile, bool b_early) {
     const char* cn = bin1_gemm_case_name(c);
@@ -559,10 +616,9 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     TRIT_CHECK(major >= 8, "bin1_gemm(", cn, "): the b1 .and.popc mma needs compute capability ",
                ">= 8.0 (device ", device, " is ", major, ".x; m=", m, ", n=", n, ", k=", k, ")");
-    if (tile == Bin1GemmTile::kAuto) {
-        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-        tile = bin1_gemm_choose_tile(c, m, n, sm_count);
-    }
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, sm_count);
+    const int k_groups = bin1_gemm_k_groups(c, tile, m, n, k, sm_count);
     int64_t tiles_m = 0;
     const int64_t tiles = tiles_for(c, tile, m, n, &tiles_m);
     TRIT_CHECK(tiles <= std::numeric_limits<int32_t>::max(), "bin1_gemm(", cn, "): m=", m,
@@ -572,16 +628,16 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
     switch (c) {
         case Bin1GemmCase::kBinTern:
             return launch_tile<Bin1GemmCase::kBinTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, b_early, stream);
+                                                       out, b_early, k_groups, stream);
         case Bin1GemmCase::kBoolTern:
             return launch_tile<Bin1GemmCase::kBoolTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, b_early, stream);
+                                                        out, b_early, k_groups, stream);
         case Bin1GemmCase::kTernTern:
             return launch_tile<Bin1GemmCase::kTernTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, b_early, stream);
+                                                        out, b_early, k_groups, stream);
         case Bin1GemmCase::kBoolBin:
             return launch_tile<Bin1GemmCase::kBoolBin>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, b_early, stream);
+                                                       out, b_early, k_groups, stream);
     }
 }
 

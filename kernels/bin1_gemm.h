@@ -43,8 +43,8 @@ namespace trit::kernels {
 
 enum class Bin1GemmCase { kBinTern, kBoolTern, kTernTern, kBoolBin };
 
-// CTA tiles (BM x BN, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4), kMedium 64 x 64 (4),
-// kLarge 128 x 128 (8; kTernTern 128 x 64). kAuto: bin1_gemm_choose_tile.
+// CTA tiles (BM x BN, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4, or 16 with k groups below),
+// kMedium 64 x 64 (4), kLarge 128 x 128 (8; kTernTern 128 x 64). kAuto: bin1_gemm_choose_tile.
 enum class Bin1GemmTile { kAuto, kTiny, kSmall, kMedium, kLarge };
 
 const char* bin1_gemm_case_name(Bin1GemmCase c);  // "bin_tern", "bool_tern", "tern_tern", "bool_bin"
@@ -57,6 +57,15 @@ int bin1_gemm_planes_b(Bin1GemmCase c);
 // kTiny for m <= 16; else the largest tile whose grid still covers `sm_count` CTAs, kSmall when
 // none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones).
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count);
+
+// k groups: a kSmall CTA runs kBin1GemmKGroups groups of 4 warps (512 threads, one CTA per SM),
+// group j multiplying every kBin1GemmKGroups-th 256-bit k-block, and adds the groups' sums through
+// shared memory (exact). It shortens each warp's serial chain of k-blocks: at m = 128 the tile's
+// 4 warps alone are one warp per scheduler, each waiting ~5.6 cycles per instruction (ncu). Taken
+// when the tile is kSmall (tile kAuto: bin1_gemm_choose_tile's), k has >= 2 kBin1GemmKGroups
+// k-blocks and the tiles fit one wave (<= sm_count); returns kBin1GemmKGroups or 1.
+constexpr int kBin1GemmKGroups = 4;
+int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, int64_t k, int sm_count);
 
 // a: (planes_a, m, tbits_row_words(k)) uint32; b: (planes_b, n, tbits_row_words(k)) uint32.
 // Launched with programmatic dependent launch (kernels/pdl.cuh): it may start while the kernel

@@ -389,8 +389,8 @@ uint32_t float_bits(float v) {
 }
 
 // y bit for bit against the formula for every case, per-tensor and per-row scales.
-void fused_epilogue_case(int64_t kN, bool offset, bool b_early) {
-    constexpr int64_t kM = 130, kK = 300;
+void fused_epilogue_case(int64_t kN, bool offset, bool b_early, int64_t kK) {
+    constexpr int64_t kM = 130;
     for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
                            Bin1GemmCase::kBoolBin}) {
         for (const bool per_row : {false, true}) {
@@ -433,14 +433,17 @@ void fused_epilogue_case(int64_t kN, bool offset, bool b_early) {
 
 TEST_F(Bin1GemmGpu, FusedEpilogueMatchesProductFormula) {
     // n even with y 8-byte aligned (pairs of columns stored together), n odd, and n even with y
-    // one float off (one store per column); b early and not.
+    // one float off (one store per column); b early and not; k = 3000: small tiles with k groups.
     struct Variant {
         int64_t n;
         bool offset, b_early;
+        int64_t k;
     };
-    for (const Variant v : {Variant{100, false, false}, Variant{101, false, true}, Variant{100, true, true}}) {
-        SCOPED_TRACE(::testing::Message() << "n=" << v.n << (v.offset ? " y+1" : "") << (v.b_early ? " b_early" : ""));
-        fused_epilogue_case(v.n, v.offset, v.b_early);
+    for (const Variant v : {Variant{100, false, false, 300}, Variant{101, false, true, 300}, Variant{100, true, true, 300},
+                            Variant{101, false, false, 3000}, Variant{100, true, true, 3000}}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << v.n << (v.offset ? " y+1" : "") << (v.b_early ? " b_early" : "")
+                                          << " k=" << v.k);
+        fused_epilogue_case(v.n, v.offset, v.b_early, v.k);
     }
 }
 
@@ -508,6 +511,12 @@ TEST(Bin1GemmContract, TileChoice) {
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 128, 768, kSms), Bin1GemmTile::kSmall);
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 512, 3072, kSms), Bin1GemmTile::kMedium);
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 4096, 3072, kSms), Bin1GemmTile::kLarge);
+    // k groups: small tiles, >= 8 k-blocks, one wave.
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 128, 768, 3072, kSms), k::kBin1GemmKGroups);
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 128, 768, 1792, kSms), 1);   // 7 k-blocks
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 256, 768, 3072, kSms), 1);   // 192 tiles
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 2048, 768, 3072, kSms), 1);  // medium
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kTiny, 8, 768, 3072, kSms), 1);
     EXPECT_EQ(k::bin1_gemm_planes_a(Bin1GemmCase::kBoolTern), 1);
     EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kBinTern), 1);
     EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kTernTern), 2);

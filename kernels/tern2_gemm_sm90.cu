@@ -506,7 +506,7 @@ void launch(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
 
 // 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
 using WideTile = Config<2, 4>;     // (256, 128): 96 KiB ring + 128 KiB of y
-using NarrowTile = Config<1, 6>;   // (128, 128): 120 KiB ring + 64 KiB of y
+using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring + 64 KiB of y
 
 }  // namespace
 

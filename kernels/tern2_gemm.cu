@@ -364,10 +364,11 @@ bool aligned16(const void* p) {
 
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 
-// Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. It has no split-k:
-// its CTAs own (128 tokens, 128 or 256 weights) tiles, so it needs enough of them to fill the
-// GPU, while the mma.sync kernel's time grows with m. Measured crossover (H100, 2026-11-23, `trit
-// bench kernels --paths gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md): wgmma wins at every
+// Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. Its CTAs own
+// (128 tokens, 128 or 256 weights) tiles and split k only where few tiles meet a long k, so it
+// needs enough tiles to fill the GPU, while the mma.sync kernel's time grows with m. Measured
+// crossover before stream-K (H100, 2026-11-23, `trit bench kernels --paths
+// gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md session 8): wgmma wins at every
 // m >= 256, at m >= 128 from 32 tiles of 128 x 128 (4096x4096: 19.96 vs 33.79 us; 2560x2560:
 // 14.85 vs 13.95), at m >= 64 from 48 (6912x2560: 14.99 vs 17.91; 4096x4096: 19.59 vs 16.83).
 bool wgmma_pays(int64_t m, int64_t n) {
@@ -427,13 +428,15 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     const bool one_group = fmt::acc_num_groups(w.k, group) == 1;
     const bool hopper = detail::tern2_gemm_sm90_built() && major == 9 && minor == 0;
     const Tern2GemmVariant variant = tern2_gemm_variant();
-    if (variant == Tern2GemmVariant::kWgmma) {
+    const bool forced_wgmma =
+        variant == Tern2GemmVariant::kWgmma || variant == Tern2GemmVariant::kWgmmaStreamK;
+    if (forced_wgmma) {
         TRIT_CHECK(hopper && one_group, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
                    ", group=", group, "): the forced wgmma kernel needs an sm_90a build, a ",
                    "compute capability 9.0 device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
-    if (variant == Tern2GemmVariant::kWgmma ||
+    if (forced_wgmma ||
         (variant == Tern2GemmVariant::kAuto && hopper && one_group && wgmma_pays(m, w.n))) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
@@ -442,6 +445,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         s.n = w.n;
         s.k = w.k;
         s.out = out;
+        if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
         return detail::tern2_gemm_sm90(s, sms, stream);
     }
 

@@ -12,10 +12,11 @@
 // k need not be a multiple of the k-tile (columns past k are zero-filled).
 //
 // Kernels: the mma.sync kernel below takes every call of the contract. The sm_90a wgmma kernel
-// (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N) takes
-// one-scale-group calls on a compute capability 9.0 device once there are enough (128 x 128)
-// tiles to fill it: m >= 256, or m >= 128 with >= 32 tiles, or m >= 64 with >= 48 (measured
-// crossover, see the .cu); set_tern2_gemm_variant forces either.
+// (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N, stream-K
+// where a few tiles meet a long k) takes one-scale-group calls on a compute capability 9.0
+// device once there are enough (128 x 128) tiles to fill it: m >= 256, or m >= 128 with >= 32
+// tiles, or m >= 64 with >= 48 (measured crossover, see the .cu); set_tern2_gemm_variant forces
+// either.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
 // product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],
@@ -43,9 +44,11 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                 const ProductOut& out, cudaStream_t stream);
 
 // Which kernel tern2_gemm runs: kAuto as described above; kMmaSync and kWgmma force one (tests and
-// benchmarks cover each on the shapes auto would not send it). A forced kWgmma throws, naming the
-// shape, where it cannot run: a build without sm_90a, a device other than 9.0, more than one group.
-enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma };
+// benchmarks cover each on the shapes auto would not send it); kWgmmaStreamK forces the wgmma
+// kernel with every tile split stream-K (tests: the most partial tiles). A forced wgmma variant
+// throws, naming the shape, where it cannot run: a build without sm_90a, a device other than 9.0,
+// more than one group.
+enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK };
 // Process-wide (atomic); kAuto by default.
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();

@@ -9,6 +9,17 @@
 //     shared-memory descriptor. A consumer decodes k-tile kt + 1 into its second set of A
 //     registers while the tensor cores run k-tile kt, then releases kt's stage.
 // TMA zero-fills what lies past m, n and k. No LibTorch.
+//
+// Work split (Sched): CTAs are persistent. Tiles [0, tiles_dp) run whole ("data parallel"), CTA
+// b taking b, b + grid, ...; the k-tiles of the remaining tiles, in order, are cut into grid
+// contiguous ranges, one per CTA ("stream-K"). A range covers the end of one tile, whole tiles
+// and the start of another; so a CTA holds at most one partial tile that does not start at k-tile
+// 0. It writes that one to its workspace slot and publishes it with a flag set to the launch's
+// epoch; the CTA whose range holds a tile's k-tile 0 (it reaches it last in its range, when the
+// others wrote theirs first in theirs) waits for the flags of the following CTAs that share the
+// tile, adds their int32 partials to its accumulators and runs the epilogue. int32 sums are
+// exact, so y does not depend on the split. No CTA waits on a CTA of a lower index, and all run
+// at once (grid <= SMs, one CTA per SM), so the waits end.
 #include "kernels/tern2_gemm_sm90.h"
 
 #include <cuda.h>
@@ -16,6 +27,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/error.h"
 #include "exporters/formats/common.h"
@@ -63,7 +77,61 @@ struct Config {
     static constexpr int kSmemBytes = kBarOffset + 2 * S * 8 + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
+    // One CTA's int32 partial tile in the workspace, as int4 words.
+    static constexpr int kPartialWords = kBM * kBN / 4;
 };
+
+// The launch's work split (see the top of the file).
+struct Sched {
+    int tiles_dp = 0;         // tiles [0, tiles_dp) whole, round-robin over the CTAs
+    int sk_units = 0;         // k-tiles of tiles [tiles_dp, tiles), cut into grid ranges
+    uint32_t* flags = nullptr;  // flags[b] == epoch: CTA b's partial tile is in its slot
+    int4* partials = nullptr;   // grid slots of kPartialWords
+    uint32_t epoch = 0;
+};
+
+// CTA b's stream-K range starts at k-tile unit sk_begin(s, b, grid) (ends at b + 1's start). The
+// host keeps sk_units * grid within int32.
+__host__ __device__ __forceinline__ int sk_begin(const Sched& s, int b, int grid) {
+    return s.sk_units * b / grid;
+}
+
+// The segments of this CTA's work in order, each (tile, k-tiles [kt0, kt1)): its whole tiles,
+// then the pieces of its stream-K range. The producer and the consumers walk the same list.
+struct Segments {
+    int tile, u, u1;
+    __device__ explicit Segments(const Sched& s)
+        : tile(static_cast<int>(blockIdx.x)),
+          u(sk_begin(s, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x))),
+          u1(sk_begin(s, static_cast<int>(blockIdx.x) + 1, static_cast<int>(gridDim.x))) {}
+    __device__ bool next(const Sched& s, int ktiles, int& t, int& kt0, int& kt1) {
+        if (tile < s.tiles_dp) {
+            t = tile, kt0 = 0, kt1 = ktiles;
+            tile += static_cast<int>(gridDim.x);
+            return true;
+        }
+        if (u >= u1) return false;
+        t = s.tiles_dp + u / ktiles;
+        kt0 = u % ktiles;
+        kt1 = kt0 + min(u1 - u, ktiles - kt0);
+        u += kt1 - kt0;
+        return true;
+    }
+};
+
+// Calls f(tile, kt0, kt1) for each segment of this CTA's work in order. Without stream-K (kSK
+// false) the segments are the tiles b, b + grid, ... < tiles, whole.
+template <bool kSK, class F>
+__device__ __forceinline__ void for_each_segment(const Sched& s, int tiles, int ktiles, F&& f) {
+    if constexpr (kSK) {
+        Segments segs(s);
+        for (int tile, kt0, kt1; segs.next(s, ktiles, tile, kt0, kt1);) f(tile, kt0, kt1);
+    } else {
+        for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
+             tile += static_cast<int>(gridDim.x))
+            f(tile, 0, ktiles);
+    }
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -123,6 +191,16 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int c0, int
 // Barrier `id` (1, 2: one per consumer warp group) over `threads` threads.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// A stream-K flag: published with release semantics at GPU scope, read with acquire.
+__device__ __forceinline__ void flag_release(uint32_t* f, uint32_t v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t flag_acquire(const uint32_t* f) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+    return v;
 }
 
 // Keeps a register live and unmoved across the asynchronous wgmma that reads or writes it.
@@ -188,12 +266,12 @@ __device__ __forceinline__ void decode_step(uint32_t w0, uint32_t w1, uint32_t h
 }
 #endif  // TRIT_SM90A_DEVICE
 
-template <class C>
+template <class C, bool kSK>
 __global__ void __launch_bounds__(kThreads, 1)
     tern2_gemm_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
                            const __grid_constant__ CUtensorMap codes_map,
                            const __grid_constant__ CUtensorMap y_map, const bool staged,
-                           const Tern2GemmSm90Args a) {
+                           const Tern2GemmSm90Args a, const Sched sched) {
 #if TRIT_SM90A_DEVICE
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     constexpr int kMW = C::kMW, kStages = C::kStages, kBM = C::kBM;
@@ -215,19 +293,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
 
-    // Persistent: CTA b computes tiles b, b + grid, ...; tile tile % mtiles is the token block,
-    // tile / mtiles the weight block (neighbouring CTAs share weight rows). The ring runs on across
-    // tiles: its use number it gives the stage (it % S) and the phase ((it / S) & 1).
+    // Persistent: CTA b walks its Segments; tile tile % mtiles is the token block, tile / mtiles
+    // the weight block (neighbouring CTAs share weight rows). The ring runs on across segments:
+    // its use number it gives the stage (it % S) and the phase ((it / S) & 1).
     if (wg == 0) {
         // Producer: one thread loads the stage of each k-tile once the consumers released it; it
         // runs ahead into the next tile while the consumers finish one.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         if (tid == 0) {
             int it = 0;
-            for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
-                 tile += static_cast<int>(gridDim.x)) {
+            for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
                 const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
-                for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                for (int kt = kt0; kt < kt1; ++kt, ++it) {
                     const int s = it % kStages;
                     mbar_wait(empty0 + 8 * s, ((it / kStages) & 1) ^ 1);  // first round passes
                     const uint32_t full = full0 + 8 * s;
@@ -236,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     tma_load_2d(s_base + C::kCodesOffset + s * C::kCStageBytes, &codes_map,
                                 kt * kCodeRowBytes, n0, full);
                 }
-            }
+            });
         }
         return;
     }
@@ -301,9 +378,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     const ProductOut& o = a.out;
-    int it = 0;  // ring use of the tile's first k-tile
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
-         tile += static_cast<int>(gridDim.x), it += ktiles) {
+    const int ct = tid - kWarpGroup;  // consumer thread 0 .. 255
+    int next_it = 0;                  // ring use of the segment's first k-tile
+    for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
+        const int it = next_it, nk = kt1 - kt0;
+        next_it += nk;
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -313,25 +392,77 @@ __global__ void __launch_bounds__(kThreads, 1)
         // the other set feeds the wgmmas still in flight.
         Frag f0, f1;
         fetch(it, f0);
-        for (int kt = 0; kt < ktiles; kt += 2) {
+        for (int kt = 0; kt < nk; kt += 2) {
             issue(it + kt, f0);
             if (kt > 0) {
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                 retire(it + kt - 1, f1);
             }
-            if (kt + 1 < ktiles) {
+            if (kt + 1 < nk) {
                 fetch(it + kt + 1, f1);
                 issue(it + kt + 1, f1);
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                 retire(it + kt, f0);
-                if (kt + 2 < ktiles) fetch(it + kt + 2, f0);
+                if (kt + 2 < nk) fetch(it + kt + 2, f0);
             }
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        if (ktiles % 2 == 1)
-            retire(it + ktiles - 1, f0);
+        if (nk % 2 == 1)
+            retire(it + nk - 1, f0);
         else
-            retire(it + ktiles - 1, f1);
+            retire(it + nk - 1, f1);
+
+        // Stream-K. A piece that does not start the tile goes to this CTA's slot, each thread's
+        // values as int4 words at (word, thread) so that a warp's stores are whole lines; the
+        // barrier and the fence after it put every thread's stores before the flag.
+        if (kSK && kt0 > 0) {
+            int4* slot = sched.partials + static_cast<int64_t>(blockIdx.x) * C::kPartialWords;
+#pragma unroll
+            for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                for (int q = 0; q < 16; ++q)
+                    slot[(mw * 16 + q) * 2 * kWarpGroup + ct] =
+                        make_int4(acc[mw][4 * q], acc[mw][4 * q + 1], acc[mw][4 * q + 2],
+                                  acc[mw][4 * q + 3]);
+            named_barrier(3, 2 * kWarpGroup);
+            if (ct == 0) {
+                __threadfence();
+                flag_release(sched.flags + blockIdx.x, sched.epoch);
+            }
+            return;
+        }
+        // The piece that starts a tile but does not end it: the tile's other pieces are the first
+        // pieces of the next CTAs whose ranges begin inside it. One thread waits for their flags.
+        if (kSK && kt1 < ktiles) {
+            const int64_t tile_end = static_cast<int64_t>(tile - sched.tiles_dp + 1) * ktiles;
+            const int grid = static_cast<int>(gridDim.x);
+            if (ct == 0) {
+                for (int cb = static_cast<int>(blockIdx.x) + 1; cb < grid; ++cb) {
+                    const int64_t u = sk_begin(sched, cb, grid);
+                    if (u >= tile_end) break;
+                    if (u == sk_begin(sched, cb + 1, grid)) continue;  // an empty range
+                    while (flag_acquire(sched.flags + cb) != sched.epoch) {
+                    }
+                }
+            }
+            named_barrier(3, 2 * kWarpGroup);
+            for (int cb = static_cast<int>(blockIdx.x) + 1; cb < grid; ++cb) {
+                const int64_t u = sk_begin(sched, cb, grid);
+                if (u >= tile_end) break;
+                if (u == sk_begin(sched, cb + 1, grid)) continue;
+                const int4* slot = sched.partials + static_cast<int64_t>(cb) * C::kPartialWords;
+#pragma unroll
+                for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                    for (int q = 0; q < 16; ++q) {
+                        const int4 p = __ldcg(slot + (mw * 16 + q) * 2 * kWarpGroup + ct);
+                        acc[mw][4 * q] += p.x;
+                        acc[mw][4 * q + 1] += p.y;
+                        acc[mw][4 * q + 2] += p.z;
+                        acc[mw][4 * q + 3] += p.w;
+                    }
+            }
+        }
 
         // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. The y
         // arithmetic is store_output's for one group (kernels/epilogue.cuh), with the weight-side
@@ -400,7 +531,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     tma_store_2d(&y_map, n0 + c * 64 * kMW + 32 * b, m0, ys + b * C::kYBoxBytes);
                 asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
             }
-            continue;
+            return;
         }
         // Straight to global memory: a warp's store covers 4 tokens x 8 consecutive outputs, full
         // 32-byte sectors.
@@ -424,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                             o.acc[oi * a.n + oj] = static_cast<int32_t>(v);
                     }
             }
-    }
+    });
     // The last stores must have read their boxes before the CTA's shared memory goes.
     if (staged && tid % kWarpGroup == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #else
@@ -485,30 +616,119 @@ CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, 
     return map;
 }
 
+// 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
+using WideTile = Config<2, 4>;     // (256, 128): 96 KiB ring + 128 KiB of y
+using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring + 64 KiB of y
+
+// The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
+// partial tiles of the wide tile. Kept for the life of the process.
+struct Workspace {
+    void* base = nullptr;
+    size_t bytes = 0;
+    uint32_t epoch = 0;  // the last launch's; flags start at 0, launches count from 1
+};
+
+// Fills sched's workspace fields for a launch on `stream`: allocates the workspace on first use.
+void bind_workspace(Sched& sched, int sms, cudaStream_t stream) {
+    static std::mutex mu;
+    static std::map<std::pair<int, cudaStream_t>, Workspace> spaces;
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    const size_t flag_bytes = (static_cast<size_t>(sms) * 4 + 255) / 256 * 256;
+    const size_t bytes = flag_bytes + static_cast<size_t>(sms) * WideTile::kPartialWords * 16;
+    const std::lock_guard<std::mutex> lock(mu);
+    Workspace& w = spaces[{device, stream}];
+    if (w.bytes < bytes) {
+        if (w.base != nullptr) {
+            TRIT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the last launch may still read it
+            TRIT_CUDA_CHECK(cudaFree(w.base));
+            w = Workspace{};
+        }
+        TRIT_CUDA_CHECK(cudaMalloc(&w.base, bytes));
+        w.bytes = bytes;
+        TRIT_CUDA_CHECK(cudaMemsetAsync(w.base, 0, flag_bytes, stream));
+    }
+    if (++w.epoch == 0) w.epoch = 1;
+    sched.flags = static_cast<uint32_t*>(w.base);
+    sched.partials = reinterpret_cast<int4*>(static_cast<uint8_t*>(w.base) + flag_bytes);
+    sched.epoch = w.epoch;
+}
+
+// A launch's tile and work split.
+struct Plan {
+    bool wide = false;
+    int grid = 0;
+    Sched sched;
+};
+
+constexpr int kAllWaves = 1 << 20;  // split's sk_waves for every tile stream-K
+
+// Splits `tiles` tiles of `ktiles` k-tiles over `sms` CTAs: with `sk_waves` = 0, all whole;
+// else the last partial wave and sk_waves - 1 full waves before it (all tiles when fewer) run
+// stream-K on every SM.
+Plan split(bool wide, int64_t tiles, int64_t ktiles, int sms, int sk_waves) {
+    Plan p;
+    p.wide = wide;
+    const int64_t full = tiles / sms, rest = tiles % sms;
+    const int64_t dp = std::max<int64_t>(full - (sk_waves - 1), 0) * sms;
+    // sk_begin multiplies the units by a CTA index in int32 (k-tile counts past 2^31 / sms: whole
+    // tiles).
+    const bool fits = (tiles - dp) * ktiles <= INT32_MAX / sms;
+    if (sk_waves == 0 || (rest == 0 && sk_waves == 1) || !fits) {
+        p.grid = static_cast<int>(std::min<int64_t>(tiles, sms));
+        p.sched.tiles_dp = static_cast<int>(tiles);
+        return p;
+    }
+    p.grid = sms;
+    p.sched.tiles_dp = static_cast<int>(dp);
+    p.sched.sk_units = static_cast<int>((tiles - dp) * ktiles);
+    return p;
+}
+
+// The tile, by waves: 256 weight rows unless 128 rows take fewer than half the waves. The split:
+// stream-K where the tiles fill at most half the SMs and k is long (>= 48 k-tiles), else whole
+// tiles. Measured on the H100 (docs/BENCHMARKS.md, session 12), both kernels in one build: with
+// 128 x 128 tiles, stream-K takes 4096x14336 from 51.6 to 26.2 us at m = 128 and from 51.7 to
+// 36.6 at m = 256, 2560x6912 from 28.4 to 20.8 (m = 128) and 28.1 to 21.4 (m = 256). Where the
+// tiles fill more of the GPU, or k is short, its fix-ups (int32 partial tiles through L2, the
+// tile's first CTA adding them) cost about what the balance gains or more: 4096x4096, m = 128,
+// 20.1 -> 18.4 us; 6912x2560, m = 128, 15.5 -> 17.2; 768x3072, m = 128, 16.4 -> 29.8.
+Plan plan(const Tern2GemmSm90Args& a, int sms) {
+    const int64_t mtiles = fmt::ceil_div(a.m, int64_t{kBN});
+    const int64_t ktiles = fmt::ceil_div(a.k, int64_t{kKS});
+    const int64_t wide_tiles = mtiles * fmt::ceil_div(a.n, int64_t{WideTile::kBM});
+    const int64_t narrow_tiles = mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM});
+    const int64_t wide_waves = fmt::ceil_div(wide_tiles, int64_t{sms});
+    const int64_t narrow_waves = fmt::ceil_div(narrow_tiles, int64_t{sms});
+    const bool wide = 2 * wide_waves <= narrow_waves;
+    const int64_t tiles = wide ? wide_tiles : narrow_tiles;
+    if (a.schedule == Sm90Schedule::kStreamK) return split(wide, tiles, ktiles, sms, kAllWaves);
+    const bool stream_k = 2 * tiles <= sms && ktiles >= 48;
+    return split(wide, tiles, ktiles, sms, stream_k ? 1 : 0);
+}
+
 template <class C>
-void launch(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
-    const auto kernel = tern2_gemm_sm90_kernel<C>;
+void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
+    const auto kernel = p.sched.sk_units > 0 ? tern2_gemm_sm90_kernel<C, true>
+                                             : tern2_gemm_sm90_kernel<C, false>;
     TRIT_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     const CUtensorMap x_map = byte_map(a.x, a.m, a.k, kKS, kBN, CU_TENSOR_MAP_SWIZZLE_128B);
     const CUtensorMap codes_map = byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte,
                                            kCodeRowBytes, C::kBM, CU_TENSOR_MAP_SWIZZLE_NONE);
-    const int64_t tiles = fmt::ceil_div(a.m, int64_t{kBN}) * fmt::ceil_div(a.n, int64_t{C::kBM});
     // The staged epilogue stores y (or acc) through TMA: rows of n * 4 bytes on 16-byte
     // boundaries.
     void* out = a.out.acc != nullptr ? static_cast<void*>(a.out.acc) : a.out.y;
     const bool staged = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
     const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, kBN) : CUtensorMap{};
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));
-    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(x_map, codes_map, y_map, staged, a);
+    if (p.sched.sk_units > 0) bind_workspace(p.sched, sms, stream);
+    kernel<<<dim3(static_cast<unsigned>(p.grid)), kThreads, C::kSmemBytes, stream>>>(
+        x_map, codes_map, y_map, staged, a, p.sched);
     TRIT_CUDA_CHECK_LAST();
 }
 
-// 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
-using WideTile = Config<2, 4>;     // (256, 128): 96 KiB ring + 128 KiB of y
-using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring + 64 KiB of y
-
 }  // namespace
+
 
 bool tern2_gemm_sm90_built() {
     return true;
@@ -524,11 +744,9 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     TRIT_CHECK(mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <= INT32_MAX,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): more than 2147483647 output tiles of 128 x 128");
-    const int64_t wide = fmt::ceil_div(mtiles * fmt::ceil_div(a.n, int64_t{WideTile::kBM}), sms);
-    const int64_t narrow =
-        fmt::ceil_div(mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}), sms);
-    if (2 * wide <= narrow) return launch<WideTile>(a, sms, stream);
-    launch<NarrowTile>(a, sms, stream);
+    const Plan p = plan(a, sms);
+    if (p.wide) return launch<WideTile>(a, p, sms, stream);
+    launch<NarrowTile>(a, p, sms, stream);
 }
 
 }  // namespace trit::kernels::detail

@@ -2,8 +2,12 @@
 // scale group: wgmma.mma_async with the decoded weights as the register A operand (weights are
 // the M rows, tokens the N columns) and x as the shared-memory B operand, both loaded by TMA;
 // persistent CTAs; y (or acc) leaves through shared memory and TMA stores when n % 4 == 0 and the
-// output is 16-byte aligned, else through direct stores. Internal to the kernels: tern2_gemm
-// checks the contract and picks this path; tests force it through Tern2GemmVariant.
+// output is 16-byte aligned, else through direct stores. Where the tiles fill at most half the SMs
+// and k is long (>= 48 k-tiles of 128 columns), the launch runs stream-K: the tiles' k-tiles are
+// cut into one contiguous range per SM, and the CTA holding a tile's first k-tile adds the
+// others' int32 partial tiles (exact: y is bit-identical to the one-CTA tile) before its
+// epilogue. Internal to the kernels: tern2_gemm checks the contract and picks this path; tests
+// force it through Tern2GemmVariant.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,18 +18,26 @@
 
 namespace trit::kernels::detail {
 
+// How the launch splits its output tiles among the persistent CTAs: kAuto by the measured rule
+// (see the .cu); kStreamK: every tile stream-K (the most partial tiles and fix-ups: tests).
+enum class Sm90Schedule { kAuto, kStreamK };
+
 struct Tern2GemmSm90Args {
     const uint8_t* codes = nullptr;  // (n, k / 4), 16-byte aligned rows (k % 64 == 0)
     const int8_t* x = nullptr;       // (m, k), 16-byte aligned
     int64_t m = 0, n = 0, k = 0;     // one scale group (group >= k)
     ProductOut out;
+    Sm90Schedule schedule = Sm90Schedule::kAuto;
 };
 
 // True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).
 bool tern2_gemm_sm90_built();
 
 // Launches on `stream`; the caller has checked the contract, one group and a compute capability
-// 9.0 device with `sms` SMs.
+// 9.0 device with `sms` SMs. A stream-K launch uses a workspace owned by the launcher, one per
+// (device, stream), allocated (cudaMalloc) on the first such call that needs more than it holds:
+// up to `sms` partial tiles of 128 KiB. Calls on one stream run in order and share it; calls on
+// different streams have their own.
 void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream);
 
 }  // namespace trit::kernels::detail

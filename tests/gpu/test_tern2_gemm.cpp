@@ -52,15 +52,16 @@ const std::vector<GemmShape> kUnsplitShapes = {
 // the awkward ones: m far below its 128-token tile, n off its 128 / 256 weight rows and off
 // multiples of 4 (direct stores instead of the staged TMA epilogue), k off its 128-column k-tile
 // (k = 64: half a tile), group > k. {300, 11200, 192} has enough tiles for the 256-row tile on a
-// 132-SM H100; the others take the 128-row tile. The last two have more tiles than SMs, so a
-// persistent CTA runs several, its ring carried across them (odd and even k-tile counts), through
-// either epilogue.
+// 132-SM H100; the others take the 128-row tile. {1100, 4100, 320} and {600, 4099, 448} have more
+// tiles than SMs, so a persistent CTA runs several, its ring carried across them (odd and even
+// k-tile counts), through either epilogue. {128, 130, 6144} and {256, 512, 6144} fill a few SMs
+// with tiles of 48 k-tiles: auto splits them stream-K (again through either epilogue).
 const std::vector<GemmShape> kOneGroupShapes = {
     {9, 1, 64, 64},         {16, 3, 192, 192},      {17, 17, 256, 256},     {33, 130, 2560, 2560},
     {64, 64, 256, 1000},    {128, 128, 128, 128},   {129, 129, 320, 320},   {300, 3, 64, 64},
     {300, 130, 2560, 2560}, {256, 200, 768, 768},   {64, 70, 3072, 3072},   {2048, 768, 768, 768},
     {300, 11200, 192, 192}, {513, 257, 4096, 4096}, {1000, 384, 448, 8192},
-    {1100, 4100, 320, 320}, {600, 4099, 448, 448},
+    {1100, 4100, 320, 320}, {600, 4099, 448, 448},   {128, 130, 6144, 6144}, {256, 512, 6144, 6144},
 };
 
 using VariantScope = trit::kernels::ScopedTern2GemmVariant;
@@ -118,6 +119,17 @@ TEST_F(Tern2Gemm, WgmmaKernelMatchesTheReference) {
         c.seed = 901 + static_cast<uint64_t>(lo + 200);
         trit::gputest::check_product_case(c, ProductPath::kGemm);
     }
+}
+
+// Every tile stream-K: CTA ranges that start and end inside tiles, tiles shared by up to a
+// hundred CTAs (one k-tile a tile at k <= 128: most ranges empty or a piece of one k-tile), the
+// fix-up's waits and adds before either epilogue. Twice over, so that the second round's flags
+// hold the first round's epoch when it starts.
+TEST_F(Tern2Gemm, WgmmaStreamKMatchesTheReference) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmmaStreamK);
+    run_shapes(kOneGroupShapes, ProductPath::kGemm, 1101);
+    run_shapes(kOneGroupShapes, ProductPath::kGemm, 1201);
 }
 
 // The auto choice over large m, grouped and not (wgmma on an H100 for one group, mma.sync else).

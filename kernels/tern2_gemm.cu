@@ -365,15 +365,20 @@ bool aligned16(const void* p) {
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 
 // Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. Its CTAs own
-// (128 tokens, 128 or 256 weights) tiles and split k only where few tiles meet a long k, so it
-// needs enough tiles to fill the GPU, while the mma.sync kernel's time grows with m. Measured
-// crossover before stream-K (H100, 2026-11-23, `trit bench kernels --paths
-// gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md session 8): wgmma wins at every
-// m >= 256, at m >= 128 from 32 tiles of 128 x 128 (4096x4096: 19.96 vs 33.79 us; 2560x2560:
-// 14.85 vs 13.95), at m >= 64 from 48 (6912x2560: 14.99 vs 17.91; 4096x4096: 19.59 vs 16.83).
-bool wgmma_pays(int64_t m, int64_t n) {
+// (128 tokens, 128 or 256 weights) tiles, so its time hardly changes up to m = 128, and it needs
+// enough tiles (n / 128) to fill the GPU, or stream-K (few tiles, long k); the mma.sync kernel's
+// time grows with m. Measured crossover with stream-K (H100, 2026-11-23, `trit bench kernels
+// --formats tern2 --m 32,64,128 --paths gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md session
+// 13; mma.sync vs wgmma, us): from 48 tiles at every m > 16 (14336x4096, m = 32: 38.7 vs 22.6;
+// 6912x2560: 15.6 vs 14.5); with stream-K from 32 tiles (4096x14336, m = 32: 34.4 vs 31.4) and
+// at m >= 128 from fewer (2560x6912: 25.2 vs 21.0); at m >= 128 from 24 tiles (3072x768: 11.6 vs
+// 9.3, 4096x4096: 33.2 vs 19.7, but 2560x2560, 20 tiles: 14.0 vs 14.9); at m >= 256 always.
+bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
-    return m >= 256 || (m >= 128 && tiles >= 32) || (m >= 64 && tiles >= 48);
+    const bool stream_k = detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
+    if (m >= 256) return true;
+    if (m >= 128) return tiles >= 24 || stream_k;
+    return m > 16 && (tiles >= 48 || (stream_k && tiles >= 32));
 }
 
 }  // namespace
@@ -437,7 +442,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    ") and one scale group (group >= k)");
     }
     if (forced_wgmma ||
-        (variant == Tern2GemmVariant::kAuto && hopper && one_group && wgmma_pays(m, w.n))) {
+        (variant == Tern2GemmVariant::kAuto && hopper && one_group && wgmma_pays(m, w.n, w.k, sms))) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;

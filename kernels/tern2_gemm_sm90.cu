@@ -703,7 +703,8 @@ Plan plan(const Tern2GemmSm90Args& a, int sms) {
     const bool wide = 2 * wide_waves <= narrow_waves;
     const int64_t tiles = wide ? wide_tiles : narrow_tiles;
     if (a.schedule == Sm90Schedule::kStreamK) return split(wide, tiles, ktiles, sms, kAllWaves);
-    const bool stream_k = 2 * tiles <= sms && ktiles >= 48;
+    // With at most half the SMs' worth of tiles, the tile is the narrow one (128 x 128).
+    const bool stream_k = tern2_gemm_sm90_stream_k(a.m, a.n, a.k, sms);
     return split(wide, tiles, ktiles, sms, stream_k ? 1 : 0);
 }
 

@@ -30,6 +30,13 @@ struct Tern2GemmSm90Args {
     Sm90Schedule schedule = Sm90Schedule::kAuto;
 };
 
+// Whether an auto launch of m x n x k on `sms` SMs runs stream-K: its 128 x 128 tiles fill at
+// most half the SMs and k is long (>= 48 k-tiles of 128 columns). The dispatcher weighs it too.
+inline bool tern2_gemm_sm90_stream_k(int64_t m, int64_t n, int64_t k, int sms) {
+    const int64_t tiles = (m + 127) / 128 * ((n + 127) / 128), ktiles = (k + 127) / 128;
+    return 2 * tiles <= sms && ktiles >= 48;
+}
+
 // True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).
 bool tern2_gemm_sm90_built();
 

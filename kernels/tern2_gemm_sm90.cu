@@ -466,10 +466,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. The y
         // arithmetic is store_output's for one group (kernels/epilogue.cuh), with the weight-side
-        // operands loaded once per tile and the token's x scale once per token.
+        // operands loaded once per tile. The 128-row tile loads its 128 tokens' x scales at once,
+        // per warp (lane l holds tokens l, l + 32, l + 64, l + 96; x_scale() hands them round by
+        // shuffles) in place of a load per token and thread: 3-13 % faster at m = 2048 on the
+        // H100 (docs/BENCHMARKS.md, session 13). The 256-row tile keeps the load per token: the
+        // four registers cost it spills, and 8-9 %.
         const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
         const bool fused = o.acc == nullptr;
-        float ws[kMW][2], bias[kMW][2];
+        constexpr bool kBatchXScales = kMW == 1;
+        float ws[kMW][2], bias[kMW][2], xs[kBN / kWarp];
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -479,6 +484,20 @@ __global__ void __launch_bounds__(kThreads, 1)
                 ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;
                 bias[mw][h] = load && o.bias != nullptr ? o.bias[oj] : 0.0f;
             }
+#pragma unroll
+        for (int q = 0; q < kBN / kWarp; ++q) {
+            const int64_t oi = m0 + q * kWarp + lane;
+            xs[q] = kBatchXScales && fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+        }
+        // Token 8j + 2t + e's x scale (0 past m); all lanes of the warp call it together.
+        const auto x_scale = [&](int j, int e) {
+            if constexpr (kBatchXScales) {
+                return __shfl_sync(0xffffffffu, xs[j / 4], (8 * j + 2 * t + e) % kWarp);
+            } else {
+                const int64_t oi = m0 + j * 8 + 2 * t + e;
+                return fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+            }
+        };
         const auto value = [&](int mw, int h, int j, int e, float sx) {
             const int32_t v = acc[mw][4 * j + 2 * h + e];
             return fused ? __float_as_uint(__fadd_rn(
@@ -512,9 +531,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int64_t oi = m0 + j * 8 + 2 * t + e;
-                    const float sx =
-                        fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
+                    const float sx = x_scale(j, e);
 #pragma unroll
                     for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -540,8 +557,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int64_t oi = m0 + j * 8 + 2 * t + e;
+                const float sx = x_scale(j, e);
                 if (oi >= a.m) continue;
-                const float sx = fused ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
 #pragma unroll
                 for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll

@@ -73,8 +73,10 @@ struct Config {
     static constexpr int kYOffset = kCodesOffset + S * kCStageBytes;
     static constexpr int kYBoxBytes = kBN * 128;
     static constexpr int kBarOffset = kYOffset + kBM / 32 * kYBoxBytes;
+    // The staged epilogue's x scales: the tile's 128 tokens, per consumer warp group.
+    static constexpr int kXsOffset = kBarOffset + 2 * S * 8;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
-    static constexpr int kSmemBytes = kBarOffset + 2 * S * 8 + 1024;
+    static constexpr int kSmemBytes = kXsOffset + 2 * kBN * 4 + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
     // One CTA's int32 partial tile in the workspace, as int4 words.
@@ -466,15 +468,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. The y
         // arithmetic is store_output's for one group (kernels/epilogue.cuh), with the weight-side
-        // operands loaded once per tile. The 128-row tile loads its 128 tokens' x scales at once,
-        // per warp (lane l holds tokens l, l + 32, l + 64, l + 96; x_scale() hands them round by
-        // shuffles) in place of a load per token and thread: 3-13 % faster at m = 2048 on the
-        // H100 (docs/BENCHMARKS.md, session 13). The 256-row tile keeps the load per token: the
-        // four registers cost it spills, and 8-9 %.
+        // operands loaded once per tile and the token's x scale once per token.
         const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
         const bool fused = o.acc == nullptr;
-        constexpr bool kBatchXScales = kMW == 1;
-        float ws[kMW][2], bias[kMW][2], xs[kBN / kWarp];
+        float ws[kMW][2], bias[kMW][2];
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -484,19 +481,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                 ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;
                 bias[mw][h] = load && o.bias != nullptr ? o.bias[oj] : 0.0f;
             }
-#pragma unroll
-        for (int q = 0; q < kBN / kWarp; ++q) {
-            const int64_t oi = m0 + q * kWarp + lane;
-            xs[q] = kBatchXScales && fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
-        }
-        // Token 8j + 2t + e's x scale (0 past m); all lanes of the warp call it together.
-        const auto x_scale = [&](int j, int e) {
-            if constexpr (kBatchXScales) {
-                return __shfl_sync(0xffffffffu, xs[j / 4], (8 * j + 2 * t + e) % kWarp);
-            } else {
-                const int64_t oi = m0 + j * 8 + 2 * t + e;
-                return fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
-            }
+        // Token oi's x scale (0 past m).
+        const auto x_scale = [&](int64_t oi) {
+            return fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
         };
         const auto value = [&](int mw, int h, int j, int e, float sx) {
             const int32_t v = acc[mw][4 * j + 2 * h + e];
@@ -525,13 +512,33 @@ __global__ void __launch_bounds__(kThreads, 1)
                         at[mw][h][e] = ys + (wl / 32) * C::kYBoxBytes + r8 * 128 +
                                        (((wl % 32) / 4) ^ r8) * 16 + (wl % 4) * 4;
                     }
+            // The tile's 128 x scales go to shared memory once (warp 0 of the group); each
+            // thread then reads its tokens' there, a token ahead of their use. Against a global
+            // load per token and thread, on the H100 at m = 2048: 3-13 % faster with 128-row
+            // tiles, 1.5-2 % with 256-row ones (docs/BENCHMARKS.md, session 13).
+            const uint32_t xs = s_base + C::kXsOffset + c * kBN * 4;
+            if (warp == 0) {
+#pragma unroll
+                for (int q = 0; q < kBN / kWarp; ++q)
+                    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(xs + 4 * (q * kWarp + lane)),
+                                 "f"(x_scale(m0 + q * kWarp + lane))
+                                 : "memory");
+            }
             if (wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             named_barrier(1 + c, kWarpGroup);
+            const uint32_t xs_t = xs + 8 * t;  // token 8j + 2t + e at + 32j + 4e
+            const auto load_sx = [&](int j, int e) {
+                float v;
+                asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(xs_t + 32 * j + 4 * e) : "memory");
+                return v;
+            };
+            float sx_next = load_sx(0, 0);
 #pragma unroll
             for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float sx = x_scale(j, e);
+                    const float sx = sx_next;
+                    if (j < kBN / 8 - 1 || e == 0) sx_next = load_sx(j + e, 1 - e);
 #pragma unroll
                     for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -557,8 +564,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int64_t oi = m0 + j * 8 + 2 * t + e;
-                const float sx = x_scale(j, e);
                 if (oi >= a.m) continue;
+                const float sx = x_scale(oi);
 #pragma unroll
                 for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll

@@ -394,6 +394,14 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args&, int, cudaStream_t) {
 }  // namespace detail
 #endif
 
+Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group, int cc_major,
+                                        int cc_minor, int sms) {
+    const bool hopper = detail::tern2_gemm_sm90_built() && cc_major == 9 && cc_minor == 0;
+    const bool one_group = fmt::acc_num_groups(k, group) == 1;
+    return hopper && one_group && wgmma_pays(m, n, k, sms) ? Tern2GemmVariant::kWgmma
+                                                           : Tern2GemmVariant::kMmaSync;
+}
+
 void set_tern2_gemm_variant(Tern2GemmVariant v) {
     g_variant.store(v);
 }
@@ -442,7 +450,8 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    ") and one scale group (group >= k)");
     }
     if (forced_wgmma ||
-        (variant == Tern2GemmVariant::kAuto && hopper && one_group && wgmma_pays(m, w.n, w.k, sms))) {
+        (variant == Tern2GemmVariant::kAuto &&
+         tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) == Tern2GemmVariant::kWgmma)) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;

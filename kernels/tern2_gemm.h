@@ -49,6 +49,12 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 // throws, naming the shape, where it cannot run: a build without sm_90a, a device other than 9.0,
 // more than one group.
 enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK };
+// The kernel kAuto runs a call on, from the shape and the device's properties alone (no device
+// query; tests pin the rule, benchmarks can name the kernel): kWgmma for one scale group on an
+// sm_90a build and a compute capability 9.0 device of `sms` SMs where the rule above sends it,
+// else kMmaSync.
+Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group, int cc_major,
+                                        int cc_minor, int sms);
 // Process-wide (atomic); kAuto by default.
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();

@@ -2,7 +2,8 @@
 // fused-epilogue y bit-exact against the CPU references over a shape table that reaches every
 // tile (small m <= 16, mid m <= 256, large), split and unsplit k, grouped and one-group products,
 // m and n off the tiles, k off the k-tile; and the host-side contract (no GPU needed): each rule
-// broken once, with an error naming m, n, k, group and the rule, and the dispatcher's choice.
+// broken once, with an error naming m, n, k, group and the rule, the dispatcher's choice, and the
+// mma.sync/wgmma crossover rule on the shapes it was measured on.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "kernels/product.h"
 #include "kernels/tern2_gemm.h"
+#include "kernels/tern2_gemm_sm90.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/product_check.h"
 
@@ -254,6 +256,46 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
         EXPECT_EQ(trit::kernels::tern2_gemm_rejects(tern2_weights(s.n, s.k), g_x, s.m, s.group),
                   "");
     }
+}
+
+// The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
+// measured on (H100, 132 SMs; docs/BENCHMARKS.md, session 13): per shape, the kernel at m = 32,
+// 64, 128 (W: wgmma, M: mma.sync). Where the rule takes the slower one (3072x768 at m = 64,
+// 768x768 at m = 64 and 128: within 5-18 %), the table says what the rule does.
+TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
+    using trit::kernels::Tern2GemmVariant;
+    using trit::kernels::tern2_gemm_auto_kernel;
+    struct Case {
+        int64_t n, k;
+        const char* picks;  // m = 32, 64, 128
+    };
+    const std::vector<Case> cases = {
+        {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"},
+        {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMM"},
+        {3072, 768, "MMW"},   {768, 3072, "MMM"},   {768, 768, "MMM"},
+    };
+    const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
+    for (const Case& c : cases) {
+        const int64_t ms[3] = {32, 64, 128};
+        for (int i = 0; i < 3; ++i) {
+            SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                         " m=" + std::to_string(ms[i]));
+            const Tern2GemmVariant want =
+                sm90 && c.picks[i] == 'W' ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
+            EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0, 132), want);
+        }
+        // Every shape takes the wgmma kernel at m >= 256; none at m <= 16.
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0, 132),
+                  sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0, 132), Tern2GemmVariant::kMmaSync);
+        // Scale groups, or a device other than 9.0: always mma.sync.
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0, 132), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0, 108), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0, 148), Tern2GemmVariant::kMmaSync);
+    }
+    // Stream-K counts the device's SMs: 2560x6912 at m = 128 has 20 tiles, stream-K (and so the
+    // wgmma kernel) on 132 SMs, not on 32.
+    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2560, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
 }
 
 TEST(Tern2GemmContract, ChoosePathPicksTheGemmForManyTokens) {

@@ -1,4 +1,4 @@
-// tern2 x int8 GEMV for 1..16 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
+// tern2 x int8 GEMV for 1..32 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
 // of >= 16 MiB of codes it runs the tern24-layout streaming kernel (kernels/tern2_gemv_stream.h:
 // k % 128 == 0, k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
@@ -27,7 +27,7 @@
 
 namespace trit::kernels {
 
-constexpr int64_t kTern2GemvMaxM = 16;      // the path's m range
+constexpr int64_t kTern2GemvMaxM = 32;      // the path's m range
 constexpr int64_t kTern2GemvMmaMaxM = 8;    // the mma.sync kernel's
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);

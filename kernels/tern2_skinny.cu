@@ -1,4 +1,4 @@
-// tern2 x int8 product for m <= 16 tokens that streams the weights: see kernels/tern2_skinny.h for
+// tern2 x int8 product for m <= 32 tokens that streams the weights: see kernels/tern2_skinny.h for
 // the contract.
 //
 // Layout. The weights are read once, so each lane owns a fixed piece of every row and keeps the
@@ -10,18 +10,23 @@
 // rows g and g + 8 into registers kDepth tiles ahead (kDepth = 3, or 2 when m > 8 and x takes 32
 // more registers), decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights)
 // into the A operand of mma.sync m16n8k32: weights as the 16 rows, tokens as the 8 columns of B,
-// two mmas per k step when m > 8. (A 6-tile cp.async ring in shared memory in place of the
-// registers measured slower on the H100: 12.7 vs 8.8 us at 14336 x 4096, m = 2.)
+// one mma per k step and group of 8 tokens. Three variants by m: one group (m <= 8), two with x
+// in registers (m <= 16), four (m <= 32) where x of tokens g + 8, g + 16 and g + 24 lives in
+// shared memory (48 more registers per thread than the 128 a thread of 512 has; each lane writes
+// its own 48 words once and reads one uint4 per group and 32-column word, a warp's 32 lanes 512
+// contiguous bytes), so the weights are still read and decoded once for all 32 tokens. (A 6-tile
+// cp.async ring in shared memory in place of the registers measured slower on the H100: 12.7 vs
+// 8.8 us at 14336 x 4096, m = 2.)
 //
-// Sums. A warp's 16 x 16 tile partial goes into its CTA's round buffer with shared int32 atomics
-// (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so 16 R divides the cluster's
-// threads); at its end the cluster synchronises and cluster thread q finishes row q % 16R of the
-// round for tokens q / 16R, + C W 32 / 16R, ...: it adds the C CTAs' buffers (distributed shared
-// memory, the C loads issued together) and runs the shared epilogue. Its row's weight scale and
-// bias were loaded into registers when the round began (the first round's before pdl_wait(),
-// PackedWeights::pdl allowing, with the first tiles' weights). Three buffers rotate: a buffer is
-// zeroed one round after its epilogue, once the round's synchronisation shows every peer has read
-// it, and is used again one more synchronisation later.
+// Sums. A warp's partial tile (16 rows x 8 tokens per group) goes into its CTA's round buffer
+// with shared int32 atomics (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so
+// 16 R divides the cluster's threads); at its end the cluster synchronises and cluster thread q
+// finishes row q % 16R of the round for tokens q / 16R, + C W 32 / 16R, ...: it adds the C CTAs'
+// buffers (distributed shared memory, the C loads issued together) and runs the shared epilogue.
+// Its row's weight scale and bias were loaded into registers when the round began (the first
+// round's before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights). Three
+// buffers rotate: a buffer is zeroed one round after its epilogue, once the round's
+// synchronisation shows every peer has read it, and is used again one more synchronisation later.
 #include "kernels/tern2_skinny.h"
 
 #include <cooperative_groups.h>
@@ -59,11 +64,26 @@ constexpr int kMaxCluster = 8;         // portable cluster size
 static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
 constexpr int kMaxRoundTiles = 8;
 constexpr int kBuffers = 3;
-// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words, so
-// that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp:
-// 32 consecutive rows of two tiles, one token) fall in distinct banks.
+constexpr int kGroupTokens = 8;  // tokens per mma (its n)
+// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words (16
+// tokens) or 656 (32), so that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the
+// epilogue's reads (a warp: 32 consecutive rows of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
-constexpr int kTileStride = 336;
+__host__ __device__ constexpr int tile_stride(int groups) {
+    return groups <= 2 ? 336 : 656;
+}
+__host__ __device__ constexpr int sums_words(int groups) {
+    return kBuffers * kMaxRoundTiles * tile_stride(groups);
+}
+// Token groups 1.. of the 4-group kernel (m > 16): each lane's permuted x, 16 words per group, in
+// shared memory (the lane's own: written and read by the same thread), as uint4 words
+// [warp][group - 1][word q of 4][lane] so that a warp's reads of one q take 512 contiguous bytes.
+constexpr int kSmemXGroups = 3;
+constexpr size_t smem_bytes(int groups) {
+    return sizeof(int32_t) * sums_words(groups) +
+           (groups == 4 ? sizeof(uint4) * kMaxWarps * kSmemXGroups * 4 * kWarp : 0);
+}
+static_assert(kTern2SkinnyMaxM == 4 * kGroupTokens);
 
 struct SkinnyArgs {
     const uint8_t* codes;
@@ -103,10 +123,16 @@ __device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, 
     return local;
 }
 
-template <bool kTwo>
+// kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers) or 4 (m <= 32, groups 1-3
+// of x in shared memory).
+template <int kGroups>
 __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
-    __shared__ int32_t sums[kBuffers * kMaxRoundTiles * kTileStride];
-    constexpr int kDepth = kTwo ? 2 : 3;
+    extern __shared__ int4 smem[];
+    int32_t* const sums = reinterpret_cast<int32_t*>(smem);
+    uint4* const xs = reinterpret_cast<uint4*>(sums + sums_words(kGroups));
+    constexpr bool kTwo = kGroups == 2;
+    constexpr int kTileStride = tile_stride(kGroups);
+    constexpr int kDepth = kGroups == 1 ? 3 : 2;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
     const int g = lane / 4, t = lane % 4;
     const int C = a.cluster, T = static_cast<int>(blockDim.x), W = T / kWarp;
@@ -160,19 +186,30 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         load_epilogue(0);
     }
 
-    // x of tokens g (x0) and g + 8 (x1) over the lane's 64 columns, in decode_word's order.
-    uint32_t x0[16], x1[16];
-    {
-        const bool ok0 = piece && g < a.m, ok1 = kTwo && piece && g + 8 < a.m;
-        const auto* p0 = reinterpret_cast<const uint4*>(a.x + int64_t{g} * a.k + col0);
-        const auto* p1 = reinterpret_cast<const uint4*>(a.x + int64_t{g + 8} * a.k + col0);
+    // x of tokens g (x0) and g + 8 (x1; 4 groups: g + 8, g + 16, g + 24 in shared memory) over
+    // the lane's 64 columns, in decode_word's order.
+    uint32_t x0[16], x1[kTwo ? 16 : 1];
+    auto x_piece = [&](int token, int w) {
+        const bool ok = piece && token < a.m;
+        return ok ? __ldg(reinterpret_cast<const uint4*>(a.x + int64_t{token} * a.k + col0) + w)
+                  : make_uint4(0, 0, 0, 0);
+    };
+    // This lane's word q of token group h (1..3) in shared memory.
+    auto xs_at = [&](int h, int q) { return xs + ((warp * kSmemXGroups + h - 1) * 4 + q) * kWarp + lane; };
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            permute_x(ok0 ? __ldg(p0 + w) : make_uint4(0, 0, 0, 0), x0 + 4 * w);
-            if constexpr (kTwo) permute_x(ok1 ? __ldg(p1 + w) : make_uint4(0, 0, 0, 0), x1 + 4 * w);
+    for (int w = 0; w < 4; ++w) {
+        permute_x(x_piece(g, w), x0 + 4 * w);
+        if constexpr (kTwo) permute_x(x_piece(g + kGroupTokens, w), x1 + 4 * w);
+        if constexpr (kGroups == 4) {
+#pragma unroll
+            for (int h = 1; h < 4; ++h) {
+                uint32_t r[4];
+                permute_x(x_piece(g + h * kGroupTokens, w), r);
+                *xs_at(h, w) = make_uint4(r[0], r[1], r[2], r[3]);
+            }
         }
     }
-    for (int i = tid; i < kBuffers * kMaxRoundTiles * kTileStride; i += T) sums[i] = 0;
+    for (int i = tid; i < sums_words(kGroups); i += T) sums[i] = 0;
     __syncthreads();
 
     int buf = 0;
@@ -184,31 +221,37 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
 #pragma unroll
             for (int d = 0; d + 1 < kDepth; ++d) ring[d] = ring[d + 1];
             ring[kDepth - 1] = load(i + kDepth);
-            int d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
+            int d[kGroups][4] = {};
 #pragma unroll
             for (int v = 0; v < 4; ++v) {
                 uint32_t rlo[4], rhi[4];
                 decode_word(word(lo, v), rlo);
                 decode_word(word(hi, v), rhi);
-                mma_s8(d0, rlo[0], rhi[0], rlo[1], rhi[1], x0[4 * v], x0[4 * v + 1]);
-                mma_s8(d0, rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
+                mma_s8(d[0], rlo[0], rhi[0], rlo[1], rhi[1], x0[4 * v], x0[4 * v + 1]);
+                mma_s8(d[0], rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
                 if constexpr (kTwo) {
-                    mma_s8(d1, rlo[0], rhi[0], rlo[1], rhi[1], x1[4 * v], x1[4 * v + 1]);
-                    mma_s8(d1, rlo[2], rhi[2], rlo[3], rhi[3], x1[4 * v + 2], x1[4 * v + 3]);
+                    mma_s8(d[1], rlo[0], rhi[0], rlo[1], rhi[1], x1[4 * v], x1[4 * v + 1]);
+                    mma_s8(d[1], rlo[2], rhi[2], rlo[3], rhi[3], x1[4 * v + 2], x1[4 * v + 3]);
+                }
+                if constexpr (kGroups == 4) {
+#pragma unroll
+                    for (int h = 1; h < 4; ++h) {
+                        const uint4 xv = *xs_at(h, v);
+                        mma_s8(d[h], rlo[0], rhi[0], rlo[1], rhi[1], xv.x, xv.y);
+                        mma_s8(d[h], rlo[2], rhi[2], rlo[3], rhi[3], xv.z, xv.w);
+                    }
                 }
             }
             if (kb < a.kblocks) {
-                // d: rows g, g + 8 x tokens 2t, 2t + 1 (d1: tokens + 8).
+                // d[h]: rows g, g + 8 x tokens 8 h + 2t, 8 h + 2t + 1.
                 int32_t* st = s + (i - r0) * kTileStride + g;
-                atomicAdd(st + (2 * t) * kTokenStride, d0[0]);
-                atomicAdd(st + (2 * t + 1) * kTokenStride, d0[1]);
-                atomicAdd(st + (2 * t) * kTokenStride + 8, d0[2]);
-                atomicAdd(st + (2 * t + 1) * kTokenStride + 8, d0[3]);
-                if constexpr (kTwo) {
-                    atomicAdd(st + (8 + 2 * t) * kTokenStride, d1[0]);
-                    atomicAdd(st + (9 + 2 * t) * kTokenStride, d1[1]);
-                    atomicAdd(st + (8 + 2 * t) * kTokenStride + 8, d1[2]);
-                    atomicAdd(st + (9 + 2 * t) * kTokenStride + 8, d1[3]);
+#pragma unroll
+                for (int h = 0; h < kGroups; ++h) {
+                    int32_t* sh = st + (kGroupTokens * h + 2 * t) * kTokenStride;
+                    atomicAdd(sh, d[h][0]);
+                    atomicAdd(sh + kTokenStride, d[h][1]);
+                    atomicAdd(sh + 8, d[h][2]);
+                    atomicAdd(sh + kTokenStride + 8, d[h][3]);
                 }
             }
         }
@@ -260,13 +303,13 @@ Geometry geometry(int64_t k) {
 // Clusters the device holds at once for this kernel and geometry (cached: the queries cost about
 // as much as a small product).
 template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
+int64_t resident_clusters(Kernel kernel, int groups, const Geometry& geo) {
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    using Key = std::tuple<int, bool, int, int>;
+    using Key = std::tuple<int, int, int, int>;
     static std::mutex mutex;
     static std::map<Key, int64_t> cache;
-    const Key key{device, two, geo.cluster, geo.warps};
+    const Key key{device, groups, geo.cluster, geo.warps};
     {
         std::lock_guard<std::mutex> lock(mutex);
         const auto it = cache.find(key);
@@ -276,12 +319,14 @@ int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
     if (geo.cluster == 1) {
         int sms = 0, per_sm = 0;
         TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp, 0));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp,
+                                                                      smem_bytes(groups)));
         clusters = int64_t{sms} * std::max(per_sm, 1);
     } else {
         cudaLaunchConfig_t config = {};
         config.gridDim = dim3(static_cast<unsigned>(geo.cluster));
         config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+        config.dynamicSmemBytes = smem_bytes(groups);
         cudaLaunchAttribute attribute[1] = {};
         attribute[0].id = cudaLaunchAttributeClusterDimension;
         attribute[0].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
@@ -298,14 +343,28 @@ int64_t resident_clusters(Kernel kernel, bool two, const Geometry& geo) {
     return clusters;
 }
 
-template <bool kTwo>
+template <int kGroups>
 void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
-    const auto kernel = tern2_skinny_kernel<kTwo>;
+    const auto kernel = tern2_skinny_kernel<kGroups>;
+    // Above the 48 KiB a launch gets by default (4 groups); set once per device.
+    if constexpr (smem_bytes(kGroups) > 48 * 1024) {
+        static std::mutex mutex;
+        static std::map<int, bool> done;
+        int device = 0;
+        TRIT_CUDA_CHECK(cudaGetDevice(&device));
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!done[device]) {
+            TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem_bytes(kGroups))));
+            done[device] = true;
+        }
+    }
     const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
-    const int64_t clusters = std::min(tiles, resident_clusters(kernel, kTwo, geo));
+    const int64_t clusters = std::min(tiles, resident_clusters(kernel, kGroups, geo));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
     config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
+    config.dynamicSmemBytes = smem_bytes(kGroups);
     config.stream = stream;
     cudaLaunchAttribute attribute[2] = {};
     int attributes = 0;
@@ -330,7 +389,7 @@ void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
 
 std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
-    if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..16";
+    if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..32";
     if (w.k % kPieceCols != 0) return "k must be a multiple of 64";
     if (w.k > kTern2SkinnyMaxK) return "k must be <= 32768";
     if (group < w.k) return "one scale group only (group >= k)";
@@ -375,10 +434,12 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     }
     a.prefetch = w.pdl;
     a.out = out;
-    if (m > 8) {
-        launch<true>(a, geo, stream);
+    if (m > 2 * kGroupTokens) {
+        launch<4>(a, geo, stream);
+    } else if (m > kGroupTokens) {
+        launch<2>(a, geo, stream);
     } else {
-        launch<false>(a, geo, stream);
+        launch<1>(a, geo, stream);
     }
 }
 

@@ -1,8 +1,9 @@
-// tern2 x int8 product for a few tokens (m = 1..16) that streams the weights once at close to the
+// tern2 x int8 product for a few tokens (m = 1..32) that streams the weights once at close to the
 // memory's rate: the small-batch decode step (several sequences, or speculative tokens), run by
-// the dispatcher's "gemv" path for m = 2..16 (kernels/tern2_gemv.h). Bit-exact acc and
+// the dispatcher's "gemv" path for m = 2..32 (kernels/tern2_gemv.h). Bit-exact acc and
 // fused-epilogue y under the products' contract (kernels/product.h), and these rules of its own:
-//   - m <= 16 (the tokens are two n = 8 halves of mma.sync m16n8k32; unused ones are zero);
+//   - m <= 32 (the tokens are up to four n = 8 groups of mma.sync m16n8k32, each multiplying the
+//     same decoded weights; unused tokens are zero);
 //   - k % 64 == 0 (a lane's piece of a row is 16 bytes = 64 codes) and k <= 32768 (at most 8
 //     CTAs of 16 warps share a row, a warp owning 256 columns);
 //   - one scale group (group >= k);
@@ -21,7 +22,7 @@
 
 namespace trit::kernels {
 
-constexpr int64_t kTern2SkinnyMaxM = 16;
+constexpr int64_t kTern2SkinnyMaxM = 32;
 constexpr int64_t kTern2SkinnyMaxK = 32768;
 
 // "" when the kernel takes the call, else the first rule it breaks. Host only, no device query.

@@ -118,10 +118,13 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 1, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 784, codes), x, 1, 784, &why), ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
-    // One scale group up to m = 16: the streaming kernel of the gemv path.
+    // One scale group up to m = 32: the streaming kernel of the gemv path.
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 16384, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 16, 4096, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 17, 4096, &why), ProductPath::kGemm) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 32, 4096, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
+    // Several groups above m = 8: the GEMM.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 17, 256, &why), ProductPath::kGemm) << why;
     // Several groups and x too large for the mma GEMV's shared-memory stage: the GEMM takes it.
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 256, &why), ProductPath::kGemm) << why;
 }

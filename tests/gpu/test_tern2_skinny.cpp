@@ -1,10 +1,10 @@
-// GPU tests of the streaming tensor-core tern2 kernel for m <= 16 (kernels/tern2_skinny.h): int32
+// GPU tests of the streaming tensor-core tern2 kernel for m <= 32 (kernels/tern2_skinny.h): int32
 // accumulators and fused epilogue bit-exact against the CPU references over a shape table (m = 1,
-// 2, 3, 8 (one token half), 9 and 16 (two); n = 1, odd, partial 16-row tiles, and so many tiles
-// that a cluster runs several rounds and rotates its three buffers; k from one 64-column piece,
-// off the 256-column k-block, one CTA (k <= 4096) and clusters of 2, 4 and 8 CTAs with a shorter
-// last rank), with and without the early reads of PDL, x at -128, through the dispatcher's gemv
-// path, and its contract rules on the host.
+// 2, 3, 8 (one token group of 8), 9 and 16 (two), 17, 24, 31 and 32 (four); n = 1, odd, partial
+// 16-row tiles, and so many tiles that a cluster runs several rounds and rotates its three
+// buffers; k from one 64-column piece, off the 256-column k-block, one CTA (k <= 4096) and
+// clusters of 2, 4 and 8 CTAs with a shorter last rank), with and without the early reads of PDL,
+// x at -128, through the dispatcher's gemv path, and its contract rules on the host.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +45,8 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {16, 40, 2560},   {2, 130, 4096},   {16, 7, 4096},     {5, 31, 4160},    {16, 65, 6912},
         {2, 48, 14336},   {12, 3, 14336},   {16, 20, 32768},   {9, 9, 16448},    {4, 200000, 64},
         {16, 30001, 256}, {8, 2049, 2560},  {9, 20000, 4160},  {1, 2560, 2560},  {16, 4, 192},
+        {17, 1, 64},      {32, 40, 2560},   {24, 33, 768},     {31, 65, 6912},   {32, 7, 4096},
+        {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {
@@ -63,18 +65,20 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
 
 TEST_F(Tern2Skinny, ExtremeCodesAndXStayExact) {
     for (int64_t k : {int64_t{4096}, int64_t{32768}}) {
-        if (trit::kernels::tern2_skinny_needs_cluster(k) && !clusters()) continue;
-        ProductCase c;
-        c.format = Format::kTern2;
-        c.m = 16, c.n = 37, c.k = k, c.group = k;
-        c.x_lo = -128, c.x_hi = -128;  // |acc| up to 128 * 32768 = 2^22
-        SCOPED_TRACE(trit::gputest::describe(c));
-        trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
+        for (int64_t m : {16, 32}) {
+            if (trit::kernels::tern2_skinny_needs_cluster(k) && !clusters()) continue;
+            ProductCase c;
+            c.format = Format::kTern2;
+            c.m = m, c.n = 37, c.k = k, c.group = k;
+            c.x_lo = -128, c.x_hi = -128;  // |acc| up to 128 * 32768 = 2^22
+            SCOPED_TRACE(trit::gputest::describe(c));
+            trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
+        }
     }
 }
 
-TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToSixteenTokens) {
-    for (int64_t m : {2, 7, 16}) {
+TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToThirtyTwoTokens) {
+    for (int64_t m : {2, 7, 16, 17, 32}) {
         ProductCase c;
         c.format = Format::kTern2;
         c.m = m, c.n = 96, c.k = 14336, c.group = 14336;
@@ -95,7 +99,8 @@ TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
     using trit::kernels::tern2_skinny_rejects;
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 16, 4096), "");
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 32768, codes), x, 1, 1 << 20), "");
-    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 17, 4096), HasSubstr("m must be in 1..16"));
+    EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 32, 4096), "");
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 33, 4096), HasSubstr("m must be in 1..32"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 100, codes), x, 2, 100), HasSubstr("k must be a multiple of 64"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 32832, codes), x, 2, 32832), HasSubstr("k must be <= 32768"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 2, 2048), HasSubstr("one scale group"));

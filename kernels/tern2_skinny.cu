@@ -10,11 +10,12 @@
 // rows g and g + 8 into registers kDepth tiles ahead (kDepth = 3, or 2 when m > 8 and x takes 32
 // more registers), decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights)
 // into the A operand of mma.sync m16n8k32: weights as the 16 rows, tokens as the 8 columns of B,
-// one mma per k step and group of 8 tokens. Three variants by m: one group (m <= 8), two with x
-// in registers (m <= 16), four (m <= 32) where x of tokens g + 8, g + 16 and g + 24 lives in
-// shared memory (48 more registers per thread than the 128 a thread of 512 has; each lane writes
-// its own 48 words once and reads one uint4 per group and 32-column word, a warp's 32 lanes 512
-// contiguous bytes), so the weights are still read and decoded once for all 32 tokens. (A 6-tile
+// one mma per k step and group of 8 tokens. Four variants by m: one group (m <= 8), two with x
+// in registers (m <= 16), three or four (m <= 24, m <= 32) where x of tokens g + 8, g + 16 (and
+// g + 24) lives in shared memory (32 or 48 more registers per thread than the 128 a thread of 512
+// has; each lane writes its own 16 words per group once and reads one uint4 per group and
+// 32-column word, a warp's 32 lanes 512 contiguous bytes), so the weights are still read and
+// decoded once for all the tokens. (A 6-tile
 // cp.async ring in shared memory in place of the registers measured slower on the H100: 12.7 vs
 // 8.8 us at 14336 x 4096, m = 2.)
 //
@@ -65,23 +66,26 @@ static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
 constexpr int kMaxRoundTiles = 8;
 constexpr int kBuffers = 3;
 constexpr int kGroupTokens = 8;  // tokens per mma (its n)
-// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336 words (16
-// tokens) or 656 (32), so that the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the
-// epilogue's reads (a warp: 32 consecutive rows of two tiles, one token) fall in distinct banks.
+// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336, 496 or 656
+// words (16, 24 or 32 tokens: at least 20 (tokens - 1) + 16, and 16 mod 32), so that the atomics
+// (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp: 32 consecutive rows
+// of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
 __host__ __device__ constexpr int tile_stride(int groups) {
-    return groups <= 2 ? 336 : 656;
+    return groups <= 2 ? 336 : (groups == 3 ? 496 : 656);
 }
 __host__ __device__ constexpr int sums_words(int groups) {
     return kBuffers * kMaxRoundTiles * tile_stride(groups);
 }
-// Token groups 1.. of the 4-group kernel (m > 16): each lane's permuted x, 16 words per group, in
-// shared memory (the lane's own: written and read by the same thread), as uint4 words
+// Token groups 1.. of the 3- and 4-group kernels (m > 16): each lane's permuted x, 16 words per
+// group, in shared memory (the lane's own: written and read by the same thread), as uint4 words
 // [warp][group - 1][word q of 4][lane] so that a warp's reads of one q take 512 contiguous bytes.
-constexpr int kSmemXGroups = 3;
+__host__ __device__ constexpr int smem_x_groups(int groups) {
+    return groups >= 3 ? groups - 1 : 0;
+}
 constexpr size_t smem_bytes(int groups) {
     return sizeof(int32_t) * sums_words(groups) +
-           (groups == 4 ? sizeof(uint4) * kMaxWarps * kSmemXGroups * 4 * kWarp : 0);
+           sizeof(uint4) * kMaxWarps * smem_x_groups(groups) * 4 * kWarp;
 }
 static_assert(kTern2SkinnyMaxM == 4 * kGroupTokens);
 
@@ -123,8 +127,8 @@ __device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, 
     return local;
 }
 
-// kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers) or 4 (m <= 32, groups 1-3
-// of x in shared memory).
+// kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3 or 4 (m <= 24 or 32,
+// groups 1.. of x in shared memory).
 template <int kGroups>
 __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
     extern __shared__ int4 smem[];
@@ -195,14 +199,15 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                   : make_uint4(0, 0, 0, 0);
     };
     // This lane's word q of token group h (1..3) in shared memory.
-    auto xs_at = [&](int h, int q) { return xs + ((warp * kSmemXGroups + h - 1) * 4 + q) * kWarp + lane; };
+    constexpr int kXsGroups = smem_x_groups(kGroups);
+    auto xs_at = [&](int h, int q) { return xs + ((warp * kXsGroups + h - 1) * 4 + q) * kWarp + lane; };
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         permute_x(x_piece(g, w), x0 + 4 * w);
         if constexpr (kTwo) permute_x(x_piece(g + kGroupTokens, w), x1 + 4 * w);
-        if constexpr (kGroups == 4) {
+        if constexpr (kGroups >= 3) {
 #pragma unroll
-            for (int h = 1; h < 4; ++h) {
+            for (int h = 1; h < kGroups; ++h) {
                 uint32_t r[4];
                 permute_x(x_piece(g + h * kGroupTokens, w), r);
                 *xs_at(h, w) = make_uint4(r[0], r[1], r[2], r[3]);
@@ -233,9 +238,9 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                     mma_s8(d[1], rlo[0], rhi[0], rlo[1], rhi[1], x1[4 * v], x1[4 * v + 1]);
                     mma_s8(d[1], rlo[2], rhi[2], rlo[3], rhi[3], x1[4 * v + 2], x1[4 * v + 3]);
                 }
-                if constexpr (kGroups == 4) {
+                if constexpr (kGroups >= 3) {
 #pragma unroll
-                    for (int h = 1; h < 4; ++h) {
+                    for (int h = 1; h < kGroups; ++h) {
                         const uint4 xv = *xs_at(h, v);
                         mma_s8(d[h], rlo[0], rhi[0], rlo[1], rhi[1], xv.x, xv.y);
                         mma_s8(d[h], rlo[2], rhi[2], rlo[3], rhi[3], xv.z, xv.w);
@@ -434,8 +439,10 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     }
     a.prefetch = w.pdl;
     a.out = out;
-    if (m > 2 * kGroupTokens) {
+    if (m > 3 * kGroupTokens) {
         launch<4>(a, geo, stream);
+    } else if (m > 2 * kGroupTokens) {
+        launch<3>(a, geo, stream);
     } else if (m > kGroupTokens) {
         launch<2>(a, geo, stream);
     } else {

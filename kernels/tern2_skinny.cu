@@ -15,9 +15,8 @@
 // g + 24) lives in shared memory (32 or 48 more registers per thread than the 128 a thread of 512
 // has; each lane writes its own 16 words per group once and reads one uint4 per group and
 // 32-column word, a warp's 32 lanes 512 contiguous bytes), so the weights are still read and
-// decoded once for all the tokens. (A 6-tile
-// cp.async ring in shared memory in place of the registers measured slower on the H100: 12.7 vs
-// 8.8 us at 14336 x 4096, m = 2.)
+// decoded once for all the tokens. (A 6-tile cp.async ring in shared memory in place of the
+// registers measured slower on the H100: 12.7 vs 8.8 us at 14336 x 4096, m = 2.)
 //
 // Sums. A warp's partial tile (16 rows x 8 tokens per group) goes into its CTA's round buffer
 // with shared int32 atomics (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so
@@ -190,15 +189,15 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         load_epilogue(0);
     }
 
-    // x of tokens g (x0) and g + 8 (x1; 4 groups: g + 8, g + 16, g + 24 in shared memory) over
-    // the lane's 64 columns, in decode_word's order.
+    // x of tokens g (x0) and g + 8 (x1; 3 or 4 groups: g + 8, g + 16 (, g + 24) in shared
+    // memory) over the lane's 64 columns, in decode_word's order.
     uint32_t x0[16], x1[kTwo ? 16 : 1];
     auto x_piece = [&](int token, int w) {
         const bool ok = piece && token < a.m;
         return ok ? __ldg(reinterpret_cast<const uint4*>(a.x + int64_t{token} * a.k + col0) + w)
                   : make_uint4(0, 0, 0, 0);
     };
-    // This lane's word q of token group h (1..3) in shared memory.
+    // This lane's word q of token group h (1 .. kGroups - 1) in shared memory.
     constexpr int kXsGroups = smem_x_groups(kGroups);
     auto xs_at = [&](int h, int q) { return xs + ((warp * kXsGroups + h - 1) * 4 + q) * kWarp + lane; };
 #pragma unroll

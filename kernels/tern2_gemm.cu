@@ -394,12 +394,21 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args&, int, cudaStream_t) {
 }  // namespace detail
 #endif
 
+namespace {
+
+// Whether the wgmma kernel can run a call: sm_90a code runs on 9.0 only, and it keeps no
+// per-group sums.
+bool wgmma_runs(int64_t k, int64_t group, int cc_major, int cc_minor) {
+    return detail::tern2_gemm_sm90_built() && cc_major == 9 && cc_minor == 0 &&
+           fmt::acc_num_groups(k, group) == 1;
+}
+
+}  // namespace
+
 Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group, int cc_major,
                                         int cc_minor, int sms) {
-    const bool hopper = detail::tern2_gemm_sm90_built() && cc_major == 9 && cc_minor == 0;
-    const bool one_group = fmt::acc_num_groups(k, group) == 1;
-    return hopper && one_group && wgmma_pays(m, n, k, sms) ? Tern2GemmVariant::kWgmma
-                                                           : Tern2GemmVariant::kMmaSync;
+    const bool wgmma = wgmma_runs(k, group, cc_major, cc_minor) && wgmma_pays(m, n, k, sms);
+    return wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
 }
 
 void set_tern2_gemm_variant(Tern2GemmVariant v) {
@@ -437,16 +446,14 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", major, ".x");
     const bool clusters = major >= 9;
 
-    // The wgmma kernel: sm_90a code runs on 9.0 only; it keeps no per-group sums.
-    const bool one_group = fmt::acc_num_groups(w.k, group) == 1;
-    const bool hopper = detail::tern2_gemm_sm90_built() && major == 9 && minor == 0;
     const Tern2GemmVariant variant = tern2_gemm_variant();
     const bool forced_wgmma =
         variant == Tern2GemmVariant::kWgmma || variant == Tern2GemmVariant::kWgmmaStreamK;
     if (forced_wgmma) {
-        TRIT_CHECK(hopper && one_group, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
-                   ", group=", group, "): the forced wgmma kernel needs an sm_90a build, a ",
-                   "compute capability 9.0 device (this one: ", major, ".", minor,
+        TRIT_CHECK(wgmma_runs(w.k, group, major, minor), "tern2_gemm (tern2, m=", m, ", n=", w.n,
+                   ", k=", w.k, ", group=", group,
+                   "): the forced wgmma kernel needs an sm_90a build, a compute capability 9.0 ",
+                   "device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
     if (forced_wgmma ||

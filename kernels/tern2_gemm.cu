@@ -17,6 +17,8 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 #include "kernels/tern2_gemm_sm90.h"
 
 namespace trit::kernels {
@@ -178,6 +180,8 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
     int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
 
+    // Launched with PDL: x, and y below, may be the previous kernel's.
+    detail::pdl_wait();
     for (int s = 0; s < kStages - 1; ++s) {
         if (kt0 + s < kt1) load_tile(s, kt0 + s);
         cp_async_commit();  // empty groups keep the wait count uniform
@@ -253,6 +257,9 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         }
     }
     cp_async_wait<0>();
+    // The next kernel may start now: this CTA only writes its outputs from here on (earlier, the
+    // next call's CTAs could take SM slots from this call's later waves).
+    detail::pdl_launch_dependents();
     __syncthreads();  // the ring is free: stage the output tile in it
     if constexpr (kGrouped) {
         if (a.out.acc != nullptr) return;  // stored group by group above
@@ -332,23 +339,28 @@ void launch(const GemmArgs& a, int sms, bool clusters, cudaStream_t stream) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),
                     static_cast<unsigned>(splits));
-    if (splits == 1) {
-        kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(a);
-    } else {
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = 1;
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = static_cast<unsigned>(splits);
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(T::kThreads);
-        cfg.dynamicSmemBytes = T::kSmemBytes;
-        cfg.stream = stream;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        TRIT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(T::kThreads);
+    cfg.dynamicSmemBytes = T::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2]{};
+    unsigned attrs = 0;
+    if (splits > 1) {
+        attr[attrs].id = cudaLaunchAttributeClusterDimension;
+        attr[attrs].val.clusterDim.x = 1;
+        attr[attrs].val.clusterDim.y = 1;
+        attr[attrs].val.clusterDim.z = static_cast<unsigned>(splits);
+        ++attrs;
     }
+    if (detail::pdl_enabled()) {
+        attr[attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[attrs].val.programmaticStreamSerializationAllowed = 1;
+        ++attrs;
+    }
+    cfg.attrs = attr;
+    cfg.numAttrs = attrs;
+    TRIT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
     TRIT_CUDA_CHECK_LAST();
 }
 
@@ -466,6 +478,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         s.n = w.n;
         s.k = w.k;
         s.out = out;
+        s.codes_early = w.pdl;
         if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
         return detail::tern2_gemm_sm90(s, sms, stream);
     }

@@ -1,6 +1,9 @@
 // tern2 x int8 GEMM on the int8 tensor cores (mma.sync m16n8k32, sm_80+; split-k through thread
 // block clusters on sm_90): the product dispatcher's kGemm kernel for tern2 (kernels/product.h),
-// for many tokens (auto dispatch sends m >= 9). Bit-exact acc and fused-epilogue y.
+// for many tokens (auto dispatch sends m >= 9). Bit-exact acc and fused-epilogue y. Both kernels
+// launch with PDL (kernels/pdl.cuh): the next kernel on the stream starts as this one's CTAs
+// finish their main loops (mma.sync) or start (the persistent wgmma kernel), and the wgmma
+// kernel's first k-tiles of codes load before the previous kernel ends when PackedWeights::pdl.
 //
 // Contract (besides check_product's), each rule named in the error when broken:
 //   - k % 64 == 0: packed rows of k / 4 bytes stay 16-byte aligned for cp.async, and one 64-column

@@ -36,6 +36,8 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
 
 // The wgmma / setmaxnreg body exists only in the sm_90a compilation (the only one this file gets,
 // see kernels/CMakeLists.txt); any other target compiles a trap.
@@ -294,6 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    // PDL: the next call's CTAs may take each SM as this call's CTA there exits (one CTA per SM,
+    // all of this grid resident at once, so none waits for an SM this grid still needs).
+    pdl_launch_dependents();
 
     // Persistent: CTA b walks its Segments; tile tile % mtiles is the token block, tile / mtiles
     // the weight block (neighbouring CTAs share weight rows). The ring runs on across segments:
@@ -303,22 +308,41 @@ __global__ void __launch_bounds__(kThreads, 1)
         // runs ahead into the next tile while the consumers finish one.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
         if (tid == 0) {
+            // Stage s of ring use `it`: its codes, then (after pdl_wait) its x.
+            const auto load_codes = [&](int it, int kt, int n0) {
+                const int s = it % kStages;
+                const uint32_t full = full0 + 8 * s;
+                mbar_arrive_expect_tx(full, kXStageBytes + C::kCStageBytes);
+                tma_load_2d(s_base + C::kCodesOffset + s * C::kCStageBytes, &codes_map,
+                            kt * kCodeRowBytes, n0, full);
+            };
+            // Under PDL, the codes of the first S ring uses (free stages) load before the wait
+            // when no kernel writes them (a.codes_early), their x after it.
+            int early = 0;
+            if (a.codes_early) {
+                for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
+                    for (int kt = kt0; kt < kt1 && early < kStages; ++kt, ++early)
+                        load_codes(early, kt, tile / mtiles * kBM);
+                });
+            }
+            pdl_wait();
             int it = 0;
             for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
                 const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
                 for (int kt = kt0; kt < kt1; ++kt, ++it) {
                     const int s = it % kStages;
-                    mbar_wait(empty0 + 8 * s, ((it / kStages) & 1) ^ 1);  // first round passes
-                    const uint32_t full = full0 + 8 * s;
-                    mbar_arrive_expect_tx(full, kXStageBytes + C::kCStageBytes);
-                    tma_load_2d(s_base + s * kXStageBytes, &x_map, kt * kKS, m0, full);
-                    tma_load_2d(s_base + C::kCodesOffset + s * C::kCStageBytes, &codes_map,
-                                kt * kCodeRowBytes, n0, full);
+                    if (it >= early) {
+                        mbar_wait(empty0 + 8 * s, ((it / kStages) & 1) ^ 1);  // first round passes
+                        load_codes(it, kt, n0);
+                    }
+                    tma_load_2d(s_base + s * kXStageBytes, &x_map, kt * kKS, m0, full0 + 8 * s);
                 }
             });
         }
         return;
     }
+    // Everything the consumers read or write in global memory may be the previous kernel's.
+    pdl_wait();
 
     // Consumers: warp group c owns weight rows c * 64 * MW + mw * 64 + [0, 64) of the tile.
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
@@ -747,9 +771,8 @@ void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     const bool staged = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
     const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, kBN) : CUtensorMap{};
     if (p.sched.sk_units > 0) bind_workspace(p.sched, sms, stream);
-    kernel<<<dim3(static_cast<unsigned>(p.grid)), kThreads, C::kSmemBytes, stream>>>(
-        x_map, codes_map, y_map, staged, a, p.sched);
-    TRIT_CUDA_CHECK_LAST();
+    launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
+                  stream, true, x_map, codes_map, y_map, staged, a, p.sched);
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ struct Tern2GemmSm90Args {
     int64_t m = 0, n = 0, k = 0;     // one scale group (group >= k)
     ProductOut out;
     Sm90Schedule schedule = Sm90Schedule::kAuto;
+    // The kernel runs under PDL (kernels/pdl.cuh); true: it may read the codes before the
+    // previous kernel on the stream ends (PackedWeights::pdl).
+    bool codes_early = false;
 };
 
 // Whether an auto launch of m x n x k on `sms` SMs runs stream-K: its 128 x 128 tiles fill at

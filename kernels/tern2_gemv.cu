@@ -201,8 +201,21 @@ namespace {
 // The streaming tensor-core kernel runs the calls it takes (one scale group), but for m = 1 only
 // when one CTA spans k (k <= 4096): on the H100 it measured faster than the mma GEMV at m = 2..8
 // and than the dp4a kernel at m = 1, except where it needs clusters (docs/BENCHMARKS.md).
+// Above m = 16 (x of tokens 16.. in shared memory) it runs only where n and k are both >= 2048:
+// on the BWTA paper's shapes the GEMMs, under PDL, measured faster (H100, session 15, m = 24 / 32,
+// us): 3072x768 7.80 / 9.53 against 6.07 / 6.17, 768x768 7.37 / 9.19 against 5.48 / 6.07,
+// 768x3072 6.13 / 7.41 against 5.87 / 5.99; where n and k are 2560 or more it won on all six
+// BitNet-2B and Llama-8B shapes (2560x2560 6.32 / 7.52 against 8.08 / 8.62).
+constexpr int64_t kSkinnyWideMinDim = 2048;
+constexpr int64_t kSkinnyRegisterMaxM = 16;  // both token groups' x in registers
+
+bool skinny_pays(const PackedWeights& w, int64_t m) {
+    return m <= kSkinnyRegisterMaxM || (w.n >= kSkinnyWideMinDim && w.k >= kSkinnyWideMinDim);
+}
+
 bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return (m > 1 || !tern2_skinny_needs_cluster(w.k)) && tern2_skinny_rejects(w, x, m, group).empty();
+    return (m > 1 || !tern2_skinny_needs_cluster(w.k)) && skinny_pays(w, m) &&
+           tern2_skinny_rejects(w, x, m, group).empty();
 }
 
 // The dp4a kernel runs the m = 1 calls the streaming kernel declines (several scale groups): at
@@ -226,6 +239,7 @@ bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (stream_takes(w, x, m, group) || dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
+    if (!skinny_pays(w, m)) return "m = 17..32 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
     return tern2_gemv_mma_rejects(w, x, m, group);
 }
 

@@ -259,9 +259,9 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 }
 
 // The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
-// measured on (H100, 132 SMs; docs/BENCHMARKS.md, session 13): per shape, the kernel at m = 32,
-// 64, 128 (W: wgmma, M: mma.sync). Where the rule takes the slower one (3072x768 at m = 64,
-// 768x768 at m = 64 and 128: within 5-18 %), the table says what the rule does.
+// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13 and 15): per shape, the kernel at
+// m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k = 768) takes wgmma from m = 64, or from 24
+// tiles (session 15, both kernels under PDL).
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
@@ -272,7 +272,7 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     const std::vector<Case> cases = {
         {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"},
         {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMM"},
-        {3072, 768, "MMW"},   {768, 3072, "MMM"},   {768, 768, "MMM"},
+        {3072, 768, "WWW"},   {768, 3072, "MMM"},   {768, 768, "MWW"},
     };
     const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
     for (const Case& c : cases) {

@@ -123,6 +123,14 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 16, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 32, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
+    // Above m = 16 only where n and k are both >= 2048: the BWTA shapes go to the GEMM.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 17, 2048, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 16, 2048, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(768, 768, codes), x, 16, 768, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(768, 3072, codes), x, 24, 3072, &why), ProductPath::kGemm) << why;
+    EXPECT_THAT(tern2_gemv_rejects(tern2(768, 3072, codes), x, 24, 3072), HasSubstr("n and k are both >= 2048"));
+    EXPECT_EQ(trit::kernels::choose_path(tern2(3072, 768, codes), x, 32, 768, &why), ProductPath::kGemm) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 1984, codes), x, 17, 1984, &why), ProductPath::kGemm) << why;
     // Several groups above m = 8: the GEMM.
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 17, 256, &why), ProductPath::kGemm) << why;
     // Several groups and x too large for the mma GEMV's shared-memory stage: the GEMM takes it.

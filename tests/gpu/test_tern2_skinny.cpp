@@ -81,7 +81,7 @@ TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToThirtyTwoTokens) {
     for (int64_t m : {2, 7, 16, 17, 32}) {
         ProductCase c;
         c.format = Format::kTern2;
-        c.m = m, c.n = 96, c.k = 14336, c.group = 14336;
+        c.m = m, c.n = 2056, c.k = 14336, c.group = 14336;  // m > 16: n and k >= 2048
         c.seed = 40 + static_cast<uint64_t>(m);
         SCOPED_TRACE(trit::gputest::describe(c));
         trit::gputest::check_product_case(c, ProductPath::kAuto);

@@ -239,7 +239,8 @@ bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (stream_takes(w, x, m, group) || dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
-    if (!skinny_pays(w, m)) return "m = 17..32 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
+    if (!skinny_pays(w, m))
+        return "m = 17..32 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
     return tern2_gemv_mma_rejects(w, x, m, group);
 }
 

@@ -2,7 +2,8 @@
 // of >= 16 MiB of codes it runs the tern24-layout streaming kernel (kernels/tern2_gemv_stream.h:
 // k % 128 == 0, k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
-// k <= 4096, for m > 16 only when n and k are both >= 2048) when it takes the call, else for m = 1 the streaming dp4a GEMV
+// k <= 4096, for m > 16 only when n and k are both >= 2048) when it takes the call, else for
+// m = 1 the streaming dp4a GEMV
 // (kernels/tern2_gemv_dp4a.h: k <= 16384, scale groups of 64 * 2^e columns), and otherwise the
 // GEMV on the int8 tensor cores (mma.sync m16n8k32), whose rules are the products' shared contract
 // (kernels/product.h) and:

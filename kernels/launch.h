@@ -25,20 +25,40 @@ inline bool pdl_enabled() {
     return enabled;
 }
 
+// launch_kernel over clusters of `cluster` CTAs (a thread block cluster when it holds more than
+// one; the grid is a whole number of them).
 template <typename... KernelArgs, typename... Args>
-void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, bool pdl, Args&&... args) {
+void launch_kernel_clustered(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, bool pdl, dim3 cluster, Args&&... args) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attribute[1] = {};
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attribute[2] = {};
+    unsigned attributes = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attribute[attributes].id = cudaLaunchAttributeClusterDimension;
+        attribute[attributes].val.clusterDim.x = cluster.x;
+        attribute[attributes].val.clusterDim.y = cluster.y;
+        attribute[attributes].val.clusterDim.z = cluster.z;
+        ++attributes;
+    }
+    if (pdl && pdl_enabled()) {
+        attribute[attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[attributes].val.programmaticStreamSerializationAllowed = 1;
+        ++attributes;
+    }
     config.attrs = attribute;
-    config.numAttrs = pdl && pdl_enabled() ? 1 : 0;
+    config.numAttrs = attributes;
     TRIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, bool pdl, Args&&... args) {
+    launch_kernel_clustered(kernel, grid, block, smem, stream, pdl, dim3(1, 1, 1),
+                            std::forward<Args>(args)...);
 }
 
 }  // namespace trit::kernels::detail

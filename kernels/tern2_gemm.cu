@@ -339,28 +339,8 @@ void launch(const GemmArgs& a, int sms, bool clusters, cudaStream_t stream) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),
                     static_cast<unsigned>(splits));
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(T::kThreads);
-    cfg.dynamicSmemBytes = T::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2]{};
-    unsigned attrs = 0;
-    if (splits > 1) {
-        attr[attrs].id = cudaLaunchAttributeClusterDimension;
-        attr[attrs].val.clusterDim.x = 1;
-        attr[attrs].val.clusterDim.y = 1;
-        attr[attrs].val.clusterDim.z = static_cast<unsigned>(splits);
-        ++attrs;
-    }
-    if (detail::pdl_enabled()) {
-        attr[attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[attrs].val.programmaticStreamSerializationAllowed = 1;
-        ++attrs;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = attrs;
-    TRIT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+    detail::launch_kernel_clustered(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream,
+                                    true, dim3(1, 1, static_cast<unsigned>(splits)), a);
     TRIT_CUDA_CHECK_LAST();
 }
 

@@ -63,24 +63,32 @@ constexpr int kXStageBytes = kBN * kKS;                       // 16 KiB, whole 1
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 * 232 = 384 * 168
 constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
 
-// MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages.
-template <int MW, int S>
+// MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages, the y tile
+// staged YR tokens at a time.
+template <int MW, int S, int YR>
 struct Config {
     static constexpr int kMW = MW, kStages = S;
     static constexpr int kBM = 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kCStageBytes = kBM * kCodeRowBytes;
     static constexpr int kCodesOffset = S * kXStageBytes;
-    // The staged epilogue's y tile: 128 tokens x BM outputs of 4 bytes, as BM / 32 boxes of
-    // 128 tokens x 128 bytes in the 128-byte swizzle (whole 1 KiB atoms).
+    // The staged epilogue's y: per consumer, its 64 * MW outputs x kYRows tokens of 4 bytes at a
+    // time (kBN / kYRows passes), as 2 * MW boxes of kYRows tokens x 128 bytes in the 128-byte
+    // swizzle (whole 1 KiB atoms).
+    static constexpr int kYRows = YR;
     static constexpr int kYOffset = kCodesOffset + S * kCStageBytes;
-    static constexpr int kYBoxBytes = kBN * 128;
-    static constexpr int kBarOffset = kYOffset + kBM / 32 * kYBoxBytes;
+    static constexpr int kYBoxBytes = kYRows * 128;
+    static constexpr int kBarOffset = kYOffset + 2 * 2 * MW * kYBoxBytes;
     // The staged epilogue's x scales: the tile's 128 tokens, per consumer warp group.
     static constexpr int kXsOffset = kBarOffset + 2 * S * 8;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
-    static constexpr int kSmemBytes = kXsOffset + 2 * kBN * 4 + 1024;
+    // The staged epilogue's w scales and biases: the tile's BM rows (each consumer's 64 * MW),
+    // where they fit (the wide tile; the narrow tile's ring and y leave 896 bytes).
+    static constexpr int kWsOffset = kXsOffset + 2 * kBN * 4;
+    static constexpr bool kEarlyW = kWsOffset + 2 * kBM * 4 + 1024 <= 227 * 1024;
+    static constexpr int kSmemBytes = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0) + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
+    static_assert(kBN % kYRows == 0, "whole passes of y");
     // One CTA's int32 partial tile in the workspace, as int4 words.
     static constexpr int kPartialWords = kBM * kBN / 4;
 };
@@ -195,6 +203,14 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int c0, int
 // Barrier `id` (1, 2: one per consumer warp group) over `threads` threads.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Copies the 4-byte word at src to shared memory at dst, asynchronously (cp.async; the thread's
+// cp.async.wait_all completes it), or zeros there when !ok (src is not read, but stays valid).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
 }
 
 // A stream-K flag: published with release semantics at GPU scope, read with acquire.
@@ -344,12 +360,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Everything the consumers read or write in global memory may be the previous kernel's.
     pdl_wait();
 
-    // Consumers: warp group c owns weight rows c * 64 * MW + mw * 64 + [0, 64) of the tile.
+    // Consumers: warp group c owns weight rows c0 + mw * 64 + [0, 64) of the tile.
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
     const int c = wg - 1, lane = tid % kWarp, warp = (tid / kWarp) % 4;
     const int g = lane / 4, t = lane % 4;
     const uint32_t sel = static_cast<uint32_t>(t | (4 + t) << 4);
-    const int row0 = c * 64 * kMW + warp * 16 + g;  // + mw * 64 (+ 8)
+    const int c0 = c * 64 * kMW;
+    const int row0 = c0 + warp * 16 + g;  // + mw * 64 (+ 8)
 
     int32_t acc[kMW][64];
     using Frag = uint32_t[kMW][kKSteps][4];
@@ -404,11 +421,47 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     const ProductOut& o = a.out;
+    const bool fused = o.acc == nullptr;
     const int ct = tid - kWarpGroup;  // consumer thread 0 .. 255
+    // The staged epilogue's x scales (xs: the tile's 128 tokens) and, where they fit, w scales
+    // and biases (wsm, bsm: the group's 64 * MW rows) in shared memory.
+    const uint32_t xs = s_base + C::kXsOffset + c * kBN * 4;
+    const uint32_t wsm = s_base + C::kWsOffset + c * 2 * 64 * kMW * 4, bsm = wsm + 64 * kMW * 4;
+    const bool early = staged && fused;
     int next_it = 0;                  // ring use of the segment's first k-tile
     for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
         const int it = next_it, nk = kt1 - kt0;
         next_it += nk;
+        const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
+        // The epilogue's operands go to shared memory now (cp.async), so that their latency
+        // hides behind the k-loop: x scales by warp 0, a row's w scale and bias by its t = 0
+        // thread. The previous tile's epilogue read them before its last barrier.
+        if (early && !(kSK && kt0 > 0)) {
+            if (warp == 0) {
+#pragma unroll
+                for (int q = 0; q < kBN / kWarp; ++q) {
+                    const int64_t oi = m0 + q * kWarp + lane;
+                    cp_async4(xs + 4 * (q * kWarp + lane),
+                              o.x_scale + (o.x_scale_rows == 1 || oi >= a.m ? 0 : oi), oi < a.m);
+                }
+            }
+            if constexpr (C::kEarlyW) {
+                if (t == 0) {
+#pragma unroll
+                    for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int wl = warp * 16 + g + mw * 64 + 8 * h;
+                            const int64_t oj = n0 + c0 + wl;
+                            const bool in = oj < a.n;
+                            cp_async4(wsm + 4 * wl, epilogue_w_scale(o, in ? oj : 0, 1), in);
+                            cp_async4(bsm + 4 * wl, o.bias != nullptr ? o.bias + (in ? oj : 0)
+                                                                      : o.x_scale,
+                                      in && o.bias != nullptr);
+                        }
+                }
+            }
+        }
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -493,15 +546,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         // acc[mw][4j + 2h + e]: weight row row0 + mw * 64 + 8h, token 8j + 2t + e. The y
         // arithmetic is store_output's for one group (kernels/epilogue.cuh), with the weight-side
         // operands loaded once per tile and the token's x scale once per token.
-        const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
-        const bool fused = o.acc == nullptr;
         float ws[kMW][2], bias[kMW][2];
+        const bool early_w = early && C::kEarlyW;
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int64_t oj = n0 + row0 + mw * 64 + h * 8;
-                const bool load = fused && oj < a.n;
+                const bool load = fused && oj < a.n && !early_w;
                 ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;
                 bias[mw][h] = load && o.bias != nullptr ? o.bias[oj] : 0.0f;
             }
@@ -516,15 +568,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                          : static_cast<uint32_t>(v);
         };
         if (staged) {
-            // Through shared memory: the warp group writes its 64 * MW outputs x 128 tokens into
-            // its 2 * MW boxes (conflict-free: a warp's 8 rows x 4 tokens land on 8 distinct
-            // 16-byte columns of the swizzle), then one thread hands them to TMA stores that run
-            // on while the next tile computes. The boxes are free again once the previous
-            // tile's stores have read them.
+            // Through shared memory, in passes of kYRows tokens: the warp group writes its 64 *
+            // MW outputs x kYRows tokens into its 2 * MW boxes (conflict-free: a warp's 8 rows x
+            // 4 tokens land on 8 distinct 16-byte columns of the swizzle), then one thread hands
+            // them to TMA stores that run on while the next pass or tile computes. The boxes are
+            // free again once the previous pass's stores have read them.
             const int wt = tid % kWarpGroup;
             const uint32_t ys = s_base + C::kYOffset + c * 2 * kMW * C::kYBoxBytes;
             // Output wl = warp * 16 + g + mw * 64 + 8h of the group, token r = 8j + 2t + e: box
-            // wl / 32, row r, 16-byte column (wl % 32) / 4 ^ r % 8, where r % 8 = 2t + e.
+            // wl / 32, row r % kYRows, 16-byte column (wl % 32) / 4 ^ r % 8, where r % 8 = 2t + e.
             uint32_t at[kMW][2][2];
 #pragma unroll
             for (int mw = 0; mw < kMW; ++mw)
@@ -536,48 +588,81 @@ __global__ void __launch_bounds__(kThreads, 1)
                         at[mw][h][e] = ys + (wl / 32) * C::kYBoxBytes + r8 * 128 +
                                        (((wl % 32) / 4) ^ r8) * 16 + (wl % 4) * 4;
                     }
-            // The tile's 128 x scales go to shared memory once (warp 0 of the group); each
-            // thread then reads its tokens' there, a token ahead of their use. Against a global
-            // load per token and thread, on the H100 at m = 2048: 3-13 % faster with 128-row
-            // tiles, 1.5-2 % with 256-row ones (docs/BENCHMARKS.md, session 13).
-            const uint32_t xs = s_base + C::kXsOffset + c * kBN * 4;
-            if (warp == 0) {
+            // The tile's 128 x scales go to shared memory once (warp 0 of the group, by cp.async
+            // at the segment's start for y); each thread then reads its tokens' there, a token
+            // ahead of their use. Against a global load per token and thread, on the H100 at m =
+            // 2048: 3-13 % faster with 128-row tiles, 1.5-2 % with 256-row ones (session 13);
+            // loaded early rather than here, 1-6 % faster (session 16, docs/BENCHMARKS.md).
+            if (early) {
+                asm volatile("cp.async.wait_all;\n" ::: "memory");
+            } else if (warp == 0) {
 #pragma unroll
                 for (int q = 0; q < kBN / kWarp; ++q)
                     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(xs + 4 * (q * kWarp + lane)),
                                  "f"(x_scale(m0 + q * kWarp + lane))
                                  : "memory");
             }
-            if (wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-            named_barrier(1 + c, kWarpGroup);
             const uint32_t xs_t = xs + 8 * t;  // token 8j + 2t + e at + 32j + 4e
             const auto load_sx = [&](int j, int e) {
                 float v;
-                asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(xs_t + 32 * j + 4 * e) : "memory");
+                asm volatile("ld.shared.f32 %0, [%1];\n"
+                             : "=f"(v)
+                             : "r"(xs_t + 32 * j + 4 * e)
+                             : "memory");
                 return v;
             };
-            float sx_next = load_sx(0, 0);
+            constexpr int kJ = C::kYRows / 8;  // j steps per pass
+            float sx_next = 0.0f;
 #pragma unroll
-            for (int j = 0; j < kBN / 8; ++j)
+            for (int pass = 0; pass < kBN / C::kYRows; ++pass) {
+                // The previous stores from these boxes have read them (and, on the first pass,
+                // the x scales are in).
+                if (wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                named_barrier(1 + c, kWarpGroup);
+                if (pass == 0) {
+                    sx_next = load_sx(0, 0);
+                    if (early_w) {
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float sx = sx_next;
-                    if (j < kBN / 8 - 1 || e == 0) sx_next = load_sx(j + e, 1 - e);
+                        for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-                    for (int mw = 0; mw < kMW; ++mw)
-#pragma unroll
-                        for (int h = 0; h < 2; ++h)
-                            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[mw][h][e] + j * 1024),
-                                         "r"(value(mw, h, j, e, sx))
-                                         : "memory");
+                            for (int h = 0; h < 2; ++h) {
+                                const int wl = warp * 16 + g + mw * 64 + 8 * h;
+                                asm volatile("ld.shared.f32 %0, [%1];\n"
+                                             : "=f"(ws[mw][h])
+                                             : "r"(wsm + 4 * wl)
+                                             : "memory");
+                                asm volatile("ld.shared.f32 %0, [%1];\n"
+                                             : "=f"(bias[mw][h])
+                                             : "r"(bsm + 4 * wl)
+                                             : "memory");
+                            }
+                    }
                 }
-            // The writes went through the generic proxy; the TMA reads through the async one.
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            named_barrier(1 + c, kWarpGroup);
-            if (wt == 0) {
-                for (int b = 0; b < 2 * kMW; ++b)
-                    tma_store_2d(&y_map, n0 + c * 64 * kMW + 32 * b, m0, ys + b * C::kYBoxBytes);
-                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#pragma unroll
+                for (int jj = 0; jj < kJ; ++jj)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int j = pass * kJ + jj;
+                        const float sx = sx_next;
+                        if (j < kBN / 8 - 1 || e == 0) sx_next = load_sx(j + e, 1 - e);
+#pragma unroll
+                        for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h)
+                                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[mw][h][e] +
+                                                                              jj * 1024),
+                                             "r"(value(mw, h, j, e, sx))
+                                             : "memory");
+                    }
+                // The writes went through the generic proxy; the TMA reads through the async one.
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                named_barrier(1 + c, kWarpGroup);
+                if (wt == 0) {
+                    for (int b = 0; b < 2 * kMW; ++b)
+                        tma_store_2d(&y_map, n0 + c0 + 32 * b, m0 + pass * C::kYRows,
+                                     ys + b * C::kYBoxBytes);
+                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                }
             }
             return;
         }
@@ -668,8 +753,8 @@ CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, 
 }
 
 // 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
-using WideTile = Config<2, 4>;     // (256, 128): 96 KiB ring + 128 KiB of y
-using NarrowTile = Config<1, 8>;   // (128, 128): 160 KiB ring + 64 KiB of y
+using WideTile = Config<2, 6, 64>;     // (256, 128): 144 KiB ring + 64 KiB of y, two passes
+using NarrowTile = Config<1, 8, kBN>;  // (128, 128): 160 KiB ring + 64 KiB of y
 
 // The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
 // partial tiles of the wide tile. Kept for the life of the process.
@@ -772,7 +857,7 @@ void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     // boundaries.
     void* out = a.out.acc != nullptr ? static_cast<void*>(a.out.acc) : a.out.y;
     const bool staged = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-    const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, kBN) : CUtensorMap{};
+    const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, C::kYRows) : CUtensorMap{};
     if (p.sched.sk_units > 0) bind_workspace(p.sched, sms, stream);
     launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
                   stream, true, x_map, codes_map, y_map, staged, a, p.sched);

@@ -365,28 +365,10 @@ void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
     }
     const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
     const int64_t clusters = std::min(tiles, resident_clusters(kernel, kGroups, geo));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(clusters * geo.cluster));
-    config.blockDim = dim3(static_cast<unsigned>(geo.warps * kWarp));
-    config.dynamicSmemBytes = smem_bytes(kGroups);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[2] = {};
-    int attributes = 0;
-    if (geo.cluster > 1) {
-        attribute[attributes].id = cudaLaunchAttributeClusterDimension;
-        attribute[attributes].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
-        attribute[attributes].val.clusterDim.y = 1;
-        attribute[attributes].val.clusterDim.z = 1;
-        ++attributes;
-    }
-    if (detail::pdl_enabled()) {
-        attribute[attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[attributes].val.programmaticStreamSerializationAllowed = 1;
-        ++attributes;
-    }
-    config.attrs = attribute;
-    config.numAttrs = static_cast<unsigned>(attributes);
-    TRIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+    detail::launch_kernel_clustered(
+        kernel, dim3(static_cast<unsigned>(clusters * geo.cluster)),
+        dim3(static_cast<unsigned>(geo.warps * kWarp)), smem_bytes(kGroups), stream, true,
+        dim3(static_cast<unsigned>(geo.cluster), 1, 1), a);
 }
 
 }  // namespace

@@ -115,6 +115,15 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
 
 // ---- the kernel --------------------------------------------------------------------------------
 
+// A thread's 16-byte copies of one operand in every pipeline stage, worked out once (tiles of 64
+// rows and more; TileCfg's shapes need at most kMaxChunks per thread and operand).
+constexpr int kMaxChunks = 2;
+struct Chunks {
+    const uint32_t* src[kMaxChunks];  // k-block j of stage 0; nullptr: a row past the end
+    uint32_t dst[kMaxChunks];         // byte offset in the stage
+    int j[kMaxChunks];                // the k-block of the stage; KS: no chunk
+};
+
 template <Bin1GemmCase C, class T>
 __global__ void __launch_bounds__(T::kThreads)
     bin1_gemm_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
@@ -135,37 +144,90 @@ __global__ void __launch_bounds__(T::kThreads)
     const int64_t rw = kblocks * f::kTbitsBlockWords;
 
     // Issue the copies of stage sb (k-blocks sb KS .. sb KS + KS - 1) into slot s; rows past m / n
-    // and k-blocks past the end are zero-filled (they add nothing to any case's sums).
+    // and k-blocks past the end are zero-filled (they add nothing to any case's sums). A thread's
+    // chunks (k-block j of the stage, plane p, row r, 16-byte half c) are the same in every stage.
+    // Tiles of 64 rows and more work out each chunk's source, destination and row check once,
+    // before the k-loop, and a stage adds its k offset; smaller tiles work them out per stage,
+    // which starts their first loads sooner (docs/BENCHMARKS.md, session 17).
     const int64_t stages = (kblocks + T::KS - 1) / T::KS;
-    auto load_a = [&](int s, int64_t sb) {
-        const uint32_t stage = smem_base + s * kStageBytes;
-        constexpr int kChunksA = PA * T::BM * 2, kAll = T::KS * kChunksA;
+    constexpr bool kPlanned = T::BM >= 64;
+    constexpr int kAllA = T::KS * PA * T::BM * 2, kAllB = T::KS * PB * T::BN * 2;
+    static_assert(!kPlanned ||
+                      (kAllA <= kMaxChunks * T::kThreads && kAllB <= kMaxChunks * T::kThreads),
+                  "at most kMaxChunks chunks of each operand per thread");
+    // rows / row0 / rows_total: the operand's tile rows, first row and row count; off: its offset
+    // in a k-block's shared memory.
+    const auto plan = [&](Chunks& ch, const uint32_t* base, int planes, int rows, int64_t row0,
+                          int64_t rows_total, int off) {
+        const int chunks = planes * rows * 2, all = T::KS * chunks;
 #pragma unroll
-        for (int it = 0; it < (kAll + T::kThreads - 1) / T::kThreads; ++it) {
+        for (int it = 0; it < kMaxChunks; ++it) {
             const int idx = tid + it * T::kThreads;
-            if (kAll % T::kThreads != 0 && idx >= kAll) break;
-            const int j = idx / kChunksA, x = idx % kChunksA;
-            const int p = x / (T::BM * 2), r = (x / 2) % T::BM, c = x % 2;
-            const int64_t kb = sb * T::KS + j;
-            const bool ok = m0 + r < m && kb < kblocks;
-            const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
-            cp_async_16(stage + j * kSubBytes + p * T::BM * kRowBytes + swizzled(r, c), src, ok ? 16 : 0);
+            const int j = idx / chunks, x = idx % chunks;
+            const int p = x / (rows * 2), r = (x / 2) % rows, c = x % 2;
+            const bool in = idx < all && row0 + r < rows_total;
+            ch.src[it] =
+                in ? base + p * rows_total * rw + (row0 + r) * rw + j * 8 + c * 4 : nullptr;
+            ch.dst[it] = j * kSubBytes + off + p * rows * kRowBytes + swizzled(r, c);
+            ch.j[it] = idx < all ? j : T::KS;  // never a k-block of the stage
+        }
+    };
+    Chunks ca{}, cb{};
+    if constexpr (kPlanned) {
+        plan(ca, a, PA, T::BM, m0, m, 0);
+        plan(cb, b, PB, T::BN, n0, n, kBOffset);
+    }
+    const auto load_planned = [&](const Chunks& ch, const uint32_t* any, int all, int s,
+                                  int64_t sb) {
+        const uint32_t stage = smem_base + s * kStageBytes;
+        const int64_t left = kblocks - sb * T::KS;  // k-blocks j < left exist
+#pragma unroll
+        for (int it = 0; it < kMaxChunks; ++it) {
+            if (it * T::kThreads >= all) break;  // no thread has chunk it
+            if (ch.j[it] >= T::KS) continue;     // this thread has not
+            const bool ok = ch.src[it] != nullptr && ch.j[it] < left;
+            cp_async_16(stage + ch.dst[it], ok ? ch.src[it] + sb * T::KS * 8 : any, ok ? 16 : 0);
+        }
+    };
+    auto load_a = [&](int s, int64_t sb) {
+        if constexpr (kPlanned) {
+            load_planned(ca, a, kAllA, s, sb);
+        } else {
+            const uint32_t stage = smem_base + s * kStageBytes;
+            constexpr int kChunksA = PA * T::BM * 2;
+#pragma unroll
+            for (int it = 0; it < (kAllA + T::kThreads - 1) / T::kThreads; ++it) {
+                const int idx = tid + it * T::kThreads;
+                if (kAllA % T::kThreads != 0 && idx >= kAllA) break;
+                const int j = idx / kChunksA, x = idx % kChunksA;
+                const int p = x / (T::BM * 2), r = (x / 2) % T::BM, c = x % 2;
+                const int64_t kb = sb * T::KS + j;
+                const bool ok = m0 + r < m && kb < kblocks;
+                const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
+                cp_async_16(stage + j * kSubBytes + p * T::BM * kRowBytes + swizzled(r, c), src,
+                            ok ? 16 : 0);
+            }
         }
     };
     auto load_b = [&](int s, int64_t sb) {
-        const uint32_t stage = smem_base + s * kStageBytes;
-        constexpr int kChunksB = PB * T::BN * 2, kAll = T::KS * kChunksB;
+        if constexpr (kPlanned) {
+            load_planned(cb, b, kAllB, s, sb);
+        } else {
+            const uint32_t stage = smem_base + s * kStageBytes;
+            constexpr int kChunksB = PB * T::BN * 2;
 #pragma unroll
-        for (int it = 0; it < (kAll + T::kThreads - 1) / T::kThreads; ++it) {
-            const int idx = tid + it * T::kThreads;
-            if (kAll % T::kThreads != 0 && idx >= kAll) break;
-            const int j = idx / kChunksB, x = idx % kChunksB;
-            const int p = x / (T::BN * 2), r = (x / 2) % T::BN, c = x % 2;
-            const int64_t kb = sb * T::KS + j;
-            const bool ok = n0 + r < n && kb < kblocks;
-            const uint32_t* src = b + p * n * rw + (ok ? (n0 + r) * rw + kb * 8 + c * 4 : 0);
-            cp_async_16(stage + j * kSubBytes + kBOffset + p * T::BN * kRowBytes + swizzled(r, c), src,
-                        ok ? 16 : 0);
+            for (int it = 0; it < (kAllB + T::kThreads - 1) / T::kThreads; ++it) {
+                const int idx = tid + it * T::kThreads;
+                if (kAllB % T::kThreads != 0 && idx >= kAllB) break;
+                const int j = idx / kChunksB, x = idx % kChunksB;
+                const int p = x / (T::BN * 2), r = (x / 2) % T::BN, c = x % 2;
+                const int64_t kb = sb * T::KS + j;
+                const bool ok = n0 + r < n && kb < kblocks;
+                const uint32_t* src = b + p * n * rw + (ok ? (n0 + r) * rw + kb * 8 + c * 4 : 0);
+                cp_async_16(
+                    stage + j * kSubBytes + kBOffset + p * T::BN * kRowBytes + swizzled(r, c), src,
+                    ok ? 16 : 0);
+            }
         }
     };
 

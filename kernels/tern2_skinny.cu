@@ -3,7 +3,7 @@
 //
 // Layout. The weights are read once, so each lane owns a fixed piece of every row and keeps the
 // matching x in registers for the whole kernel. Warp w of cluster rank c owns the k-block
-// kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster, C = ceil(k-blocks / 16)); lane
+// kb = c * W + w (256 columns; W warps per CTA, C CTAs per cluster: geometry() below); lane
 // (g, t) = (lane / 4, lane % 4) owns columns 64 t .. 64 t + 63 of it: 16 bytes of every row, and x
 // of tokens g and g + 8 over those columns (permuted for the decode, 32 registers). A cluster walks
 // tiles of 16 rows (tile = cluster id, + clusters, ...). Per tile a lane loads its 16 bytes of
@@ -294,20 +294,25 @@ bool aligned16(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-struct Geometry {
-    int cluster, warps;
-};
-
-Geometry geometry(int64_t k) {
+// A warp per 256-column k-block. Up to 16 k-blocks: one CTA of that many warps; more: clusters of
+// 16-warp CTAs, but for m <= 16 with 33..56 k-blocks (8192 < k <= 14336) clusters of 8-warp CTAs,
+// two of which fit an SM together, so that the next call's CTAs start and read their weights
+// under PDL while this call's finish. On the H100 (docs/BENCHMARKS.md, session 17), 8 warps
+// against 16: 4096 x 14336 at m = 16 12.5 against 13.6 us, 4096 x 11008 11.1 against 11.8; a tie
+// at k = 8192 and 2-5 % slower at k = 6912 and 16384 (clusters of 8); above m = 16, where x
+// takes shared memory, up to 17 % slower.
+Tern2SkinnyGeometry geometry(int64_t k, int64_t m) {
     const int64_t kblocks = fmt::ceil_div(k, kBlockCols);
-    const int64_t cluster = fmt::ceil_div(kblocks, int64_t{kMaxWarps});
+    const bool half = m <= 2 * kGroupTokens && kblocks > 2 * kMaxWarps &&
+                      kblocks <= 7 * (kMaxWarps / 2);  // clusters of 5 to 7
+    const int64_t cluster = fmt::ceil_div(kblocks, int64_t{half ? kMaxWarps / 2 : kMaxWarps});
     return {static_cast<int>(cluster), static_cast<int>(fmt::ceil_div(kblocks, cluster))};
 }
 
 // Clusters the device holds at once for this kernel and geometry (cached: the queries cost about
 // as much as a small product).
 template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int groups, const Geometry& geo) {
+int64_t resident_clusters(Kernel kernel, int groups, const Tern2SkinnyGeometry& geo) {
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     using Key = std::tuple<int, int, int, int>;
@@ -348,7 +353,7 @@ int64_t resident_clusters(Kernel kernel, int groups, const Geometry& geo) {
 }
 
 template <int kGroups>
-void launch(const SkinnyArgs& a, const Geometry& geo, cudaStream_t stream) {
+void launch(const SkinnyArgs& a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
     const auto kernel = tern2_skinny_kernel<kGroups>;
     // Above the 48 KiB a launch gets by default (4 groups); set once per device.
     if constexpr (smem_bytes(kGroups) > 48 * 1024) {
@@ -384,7 +389,11 @@ std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_
 }
 
 bool tern2_skinny_needs_cluster(int64_t k) {
-    return geometry(k).cluster > 1;
+    return geometry(k, 1).cluster > 1;
+}
+
+Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m) {
+    return geometry(k, m);
 }
 
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
@@ -392,7 +401,7 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     check_product("tern2_skinny", w, x, m, group, out);
     const std::string no = tern2_skinny_rejects(w, x, m, group);
     TRIT_CHECK(no.empty(), "tern2_skinny (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    const Geometry geo = geometry(w.k);
+    const Tern2SkinnyGeometry geo = geometry(w.k, m);
     if (geo.cluster > 1) {
         int device = 0, major = 0;
         TRIT_CUDA_CHECK(cudaGetDevice(&device));

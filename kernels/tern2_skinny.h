@@ -31,6 +31,12 @@ std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_
 // Whether a call with this k runs as clusters of CTAs (needs compute capability >= 9.0).
 bool tern2_skinny_needs_cluster(int64_t k);
 
+// The CTAs a call with this k and m runs: `cluster` CTAs share each row, `warps` warps each.
+struct Tern2SkinnyGeometry {
+    int cluster, warps;
+};
+Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m);
+
 // Runs it; throws trit::Error naming m, n, k, group and the rule when the contract rejects the
 // call, or when it needs clusters and the device has none.
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -3,8 +3,9 @@
 // 2, 3, 8 (one token group of 8), 9 and 16 (two), 17, 24, 31 and 32 (four); n = 1, odd, partial
 // 16-row tiles, and so many tiles that a cluster runs several rounds and rotates its three
 // buffers; k from one 64-column piece, off the 256-column k-block, one CTA (k <= 4096) and
-// clusters of 2, 4 and 8 CTAs with a shorter last rank), with and without the early reads of PDL,
-// x at -128, through the dispatcher's gemv path, and its contract rules on the host.
+// clusters of 2 to 8 CTAs of 16 or 8 warps with a shorter last rank, at the edges of the 8-warp
+// range 8192 < k <= 14336), with and without the early reads of PDL, x at -128, through the
+// dispatcher's gemv path, and its contract rules and CTA geometry on the host.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -47,6 +48,8 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {16, 30001, 256}, {8, 2049, 2560},  {9, 20000, 4160},  {1, 2560, 2560},  {16, 4, 192},
         {17, 1, 64},      {32, 40, 2560},   {24, 33, 768},     {31, 65, 6912},   {32, 7, 4096},
         {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
+        {16, 50, 8192},   {16, 50, 8256},   {3, 4100, 8256},   {16, 33, 14336},  {16, 9, 14400},
+        {24, 70, 11008},  {8, 3000, 11008},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {
@@ -117,6 +120,20 @@ TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
         EXPECT_THAT(e.what(), HasSubstr("tern2_skinny (m=3, n=4, k=4096, group=1024): one scale group only"));
+    }
+}
+
+TEST(Tern2SkinnyContract, CtaGeometryByKAndM) {
+    // {k, m, CTAs per cluster, warps per CTA}: 16-warp CTAs, but 8-warp ones (two per SM) for
+    // 8192 < k <= 14336 at m <= 16; the last rank may hold fewer k-blocks than the others.
+    const int64_t table[][4] = {
+        {64, 1, 1, 1},      {4096, 16, 1, 16},  {4160, 2, 2, 9},    {8192, 16, 2, 16},
+        {8256, 16, 5, 7},   {8256, 17, 3, 11},  {11008, 2, 6, 8},   {14336, 16, 7, 8},
+        {14336, 32, 4, 14}, {14400, 1, 4, 15},  {16384, 16, 4, 16}, {32768, 8, 8, 16}};
+    for (const auto& row : table) {
+        const auto geo = trit::kernels::tern2_skinny_geometry(row[0], row[1]);
+        EXPECT_EQ(geo.cluster, row[2]) << "k = " << row[0] << ", m = " << row[1];
+        EXPECT_EQ(geo.warps, row[3]) << "k = " << row[0] << ", m = " << row[1];
     }
 }
 

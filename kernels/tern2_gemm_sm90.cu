@@ -82,7 +82,8 @@ struct Config {
     static constexpr int kXsOffset = kBarOffset + 2 * S * 8;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
     // The staged epilogue's w scales and biases: the tile's BM rows (each consumer's 64 * MW),
-    // where they fit (the wide tile; the narrow tile's ring and y leave 896 bytes).
+    // where they fit (the wide tile). The narrow tile's ring and y leave 896 bytes, so each of
+    // its threads loads its two rows' scales and biases into registers when a tile starts.
     static constexpr int kWsOffset = kXsOffset + 2 * kBN * 4;
     static constexpr bool kEarlyW = kWsOffset + 2 * kBM * 4 + 1024 <= 227 * 1024;
     static constexpr int kSmemBytes = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0) + 1024;
@@ -462,6 +463,23 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
         }
+        // Where shared memory has no room for them, the thread's w scales and biases go to
+        // registers now, their latency behind the k-loop (2 * kMW rows per thread; docs/
+        // BENCHMARKS.md, session 17: 3-6 % on the narrow tile's shapes at m = 256 and 2048).
+        float ws_r[kMW][2] = {}, bias_r[kMW][2] = {};
+        if constexpr (!C::kEarlyW) {
+            if (fused && !(kSK && kt0 > 0)) {
+#pragma unroll
+                for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int64_t oj = n0 + row0 + mw * 64 + h * 8;
+                        if (oj >= a.n) continue;
+                        ws_r[mw][h] = __ldg(epilogue_w_scale(o, oj, 1));
+                        if (o.bias != nullptr) bias_r[mw][h] = __ldg(o.bias + oj);
+                    }
+            }
+        }
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -552,6 +570,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
+                if constexpr (!C::kEarlyW) {
+                    ws[mw][h] = ws_r[mw][h];
+                    bias[mw][h] = bias_r[mw][h];
+                    continue;
+                }
                 const int64_t oj = n0 + row0 + mw * 64 + h * 8;
                 const bool load = fused && oj < a.n && !early_w;
                 ws[mw][h] = load ? epilogue_w_scale(o, oj, 1)[0] : 0.0f;

@@ -364,7 +364,9 @@ std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 // 13; mma.sync vs wgmma, us): from 48 tiles at every m > 16 (14336x4096, m = 32: 38.7 vs 22.6;
 // 6912x2560: 15.6 vs 14.5); with stream-K from 32 tiles (4096x14336, m = 32: 34.4 vs 31.4) and
 // at m >= 128 from fewer (2560x6912: 25.2 vs 21.0); at m >= 128 from 24 tiles (3072x768: 11.6 vs
-// 9.3, 4096x4096: 33.2 vs 19.7, but 2560x2560, 20 tiles: 14.0 vs 14.9); at m >= 256 always.
+// 9.3, 4096x4096: 33.2 vs 19.7, but 2560x2560, 20 tiles: 14.0 vs 14.9), which holds at m = 256
+// (session 17: 768x3072, 12 tiles, 11.8 vs 13.3; every other default shape has >= 24 tiles there
+// or k <= 1024, and wgmma wins); above m = 256 always (768x3072 at m = 384: 17.3 vs 13.3).
 // Short k (<= 1024, 8 k-tiles), both kernels under PDL (session 15; wgmma against mma.sync, us):
 // wgmma from m = 64, and above m = 16 from 24 tiles (3072x768 at m = 24 / 32 / 64: 6.07 / 6.17 /
 // 6.51 against 6.45 / 7.14 / 9.35; 768x768 at m = 64 / 128: 6.53 / 6.91 against 8.06 / 8.32, but
@@ -372,7 +374,7 @@ std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
     const bool stream_k = detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
-    if (m >= 256) return true;
+    if (m > 256) return true;
     if (m > 16 && k <= 1024 && (m >= 64 || tiles >= 24)) return true;
     if (m >= 128) return tiles >= 24 || stream_k;
     return m > 16 && (tiles >= 48 || (stream_k && tiles >= 32));

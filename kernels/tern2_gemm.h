@@ -17,8 +17,9 @@
 // Kernels: the mma.sync kernel below takes every call of the contract. The sm_90a wgmma kernel
 // (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N, stream-K
 // where a few tiles meet a long k) takes one-scale-group calls on a compute capability 9.0
-// device where it measured faster: m >= 256; m >= 128 with >= 24 tiles of 128 x 128 or under
-// stream-K; m > 16 with >= 48 tiles, or >= 32 under stream-K (measured crossover, see the .cu);
+// device where it measured faster: m > 256; m >= 128 with >= 24 tiles of 128 x 128 or under
+// stream-K; k <= 1024 with m >= 64, or with m > 16 and >= 24 tiles; m > 16 with >= 48 tiles,
+// or >= 32 under stream-K (measured crossover, see the .cu);
 // set_tern2_gemm_variant forces either.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot

@@ -259,7 +259,7 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 }
 
 // The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
-// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13 and 15): per shape, the kernel at
+// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17): per shape, the kernel at
 // m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k = 768) takes wgmma from m = 64, or from 24
 // tiles (session 15, both kernels under PDL).
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
@@ -284,7 +284,9 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
                 sm90 && c.picks[i] == 'W' ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
             EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0, 132), want);
         }
-        // Every shape takes the wgmma kernel at m >= 256; none at m <= 16.
+        // Every shape takes the wgmma kernel at m > 256; none at m <= 16.
+        EXPECT_EQ(tern2_gemm_auto_kernel(384, c.n, c.k, c.k, 9, 0, 132),
+                  sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0, 132),
                   sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
         EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0, 132), Tern2GemmVariant::kMmaSync);
@@ -293,6 +295,13 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0, 108), Tern2GemmVariant::kMmaSync);
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0, 148), Tern2GemmVariant::kMmaSync);
     }
+    // m = 256 follows the m >= 128 rule (session 17): 768x3072 has 12 tiles there and k > 1024,
+    // so mma.sync; 768x768 (k <= 1024) and 2560x2560 (40 tiles) stay on wgmma.
+    EXPECT_EQ(tern2_gemm_auto_kernel(256, 768, 3072, 3072, 9, 0, 132), Tern2GemmVariant::kMmaSync);
+    EXPECT_EQ(tern2_gemm_auto_kernel(256, 768, 768, 768, 9, 0, 132),
+              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
+    EXPECT_EQ(tern2_gemm_auto_kernel(256, 2560, 2560, 2560, 9, 0, 132),
+              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     // Stream-K counts the device's SMs: 2560x6912 at m = 128 has 20 tiles, stream-K (and so the
     // wgmma kernel) on 132 SMs, not on 32.
     EXPECT_EQ(tern2_gemm_auto_kernel(128, 2560, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);

@@ -269,21 +269,14 @@ __global__ void __launch_bounds__(T::kThreads)
     };
     // With b_early (b, w_scale and bias are not written by the kernel before this one), the
     // first stages of b and the column scales are requested before pdl_wait(); a and the x
-    // scales, which it may write, after. They join the first stage's cp.async group.
-    if (b_early) {
-        load_columns();
-#pragma unroll
-        for (int s = 0; s < T::STAGES - 1; ++s)
-            if (s < stages) load_b(s, s);
-    }
-    detail::pdl_wait();
-    if (!b_early) {
-        load_columns();
-#pragma unroll
-        for (int s = 0; s < T::STAGES - 1; ++s)
-            if (s < stages) load_b(s, s);
-    }
-    if (fused) {
+    // scales, which it may write, after. They join the first stage's cp.async group. A warp's
+    // instructions before its first mma are its critical path: tiles of 32 rows and more issue
+    // their copies first and load the epilogue's scales after them; tiny and k-group tiles, for
+    // which that order measured slower (H100, docs/BENCHMARKS.md, session 17), load the column
+    // scales first and the x scales before the copies of a.
+    constexpr bool kCopiesFirst = T::KS == 1 && T::BM >= 32;
+    const auto load_x_scales = [&] {
+        if (!fused) return;
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -291,11 +284,31 @@ __global__ void __launch_bounds__(T::kThreads)
                 const int64_t row = m0 + wm * T::WM + i * 16 + g + h * 8;
                 if (row < m) xs[i][h] = out.x_scale[out.x_scale_rows == 1 ? 0 : row];
             }
+    };
+    const auto load_b_stages = [&] {
+#pragma unroll
+        for (int s = 0; s < T::STAGES - 1; ++s)
+            if (s < stages) load_b(s, s);
+    };
+    if (b_early) {
+        if (!kCopiesFirst) load_columns();
+        load_b_stages();
+        if (kCopiesFirst) load_columns();
     }
+    detail::pdl_wait();
+    if (!b_early) {
+        if (!kCopiesFirst) load_columns();
+        load_b_stages();
+    }
+    if (!kCopiesFirst) load_x_scales();
 #pragma unroll
     for (int s = 0; s < T::STAGES - 1; ++s) {
         if (s < stages) load_a(s, s);
         cp_async_commit();
+    }
+    if (kCopiesFirst) {
+        if (!b_early) load_columns();
+        load_x_scales();
     }
 
     for (int64_t sb = 0; sb < stages; ++sb) {

@@ -25,8 +25,9 @@
 // buffers (distributed shared memory, the C loads issued together) and runs the shared epilogue.
 // Its row's weight scale and bias were loaded into registers when the round began (the first
 // round's before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights). Three
-// buffers rotate: a buffer is zeroed one round after its epilogue, once the round's
-// synchronisation shows every peer has read it, and is used again one more synchronisation later.
+// buffers rotate: those the CTA uses are zeroed before pdl_wait(); after that a buffer is zeroed
+// one round after its epilogue, once the round's synchronisation shows every peer has read it,
+// and only when a later round uses it again (one more synchronisation later).
 #include "kernels/tern2_skinny.h"
 
 #include <cooperative_groups.h>
@@ -41,6 +42,7 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/fast_div.h"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
 #include "kernels/tern2_mma.cuh"
@@ -94,11 +96,29 @@ struct SkinnyArgs {
     int m;
     int64_t n, k;
     int kblocks;      // ceil(k / 256)
+    int tiles;        // ceil(n / 16)
     int cluster;      // CTAs per cluster (its ranks split the k-blocks)
     int round_tiles;  // tiles per round: <= 8, dividing 2 * cluster * warps per CTA
+    int token_step;   // cluster threads / (16 round_tiles): the epilogue's token stride
+    FastDiv clusters;    // by the grid's cluster count
+    FastDiv round_rows;  // by 16 round_tiles
     bool prefetch;    // read the first tiles' weights, scales and bias before pdl_wait()
     ProductOut out;
 };
+
+// The CTA's rank in its cluster, the cluster's index in the grid: special registers on sm_90
+// (a launch without clusters has clusters of one CTA), where the kernel's first instructions
+// would otherwise divide; below, clusters are never launched.
+__device__ __forceinline__ void cluster_position(int& rank, int& cluster_id) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t r = 0, c = 0;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    asm("mov.u32 %0, %%clusterid.x;" : "=r"(c));
+    rank = static_cast<int>(r), cluster_id = static_cast<int>(c);
+#else
+    rank = 0, cluster_id = static_cast<int>(blockIdx.x);
+#endif
+}
 
 // A lane's 16 bytes of rows g and g + 8 of one tile.
 struct RowPair {
@@ -139,18 +159,21 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
     const int g = lane / 4, t = lane % 4;
     const int C = a.cluster, T = static_cast<int>(blockDim.x), W = T / kWarp;
-    const int rank = static_cast<int>(blockIdx.x) % C;
-    const int64_t cluster_id = blockIdx.x / C, clusters = gridDim.x / C;
+    // Index arithmetic in 32 bits where it fits (tiles < 2^31, host-checked), divisions by
+    // launch constants as multiply-shifts: the weights' first loads wait for all of it.
+    int rank = 0, cluster_id = 0;
+    cluster_position(rank, cluster_id);
+    const int clusters = static_cast<int>(a.clusters.divisor);
     const int kb = rank * W + warp;
     const int64_t col0 = int64_t{kb} * kBlockCols + kPieceCols * t;
     const bool piece = kb < a.kblocks && col0 < a.k;
     const int64_t row_bytes = a.k / fmt::kTern2CodesPerByte;
-    const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
-    const int64_t my_tiles = (tiles - 1 - cluster_id) / clusters + 1;  // cluster_id < tiles
+    const uint32_t later_tiles = static_cast<uint32_t>(a.tiles - 1 - cluster_id);  // id < tiles
+    const int my_tiles = static_cast<int>(a.clusters.div(later_tiles)) + 1;
     const uint8_t* wp = a.codes + col0 / fmt::kTern2CodesPerByte;
-    auto tile_row0 = [&](int64_t i) { return (cluster_id + i * clusters) * kTileRows; };
+    auto tile_row0 = [&](int i) { return int64_t{cluster_id + i * clusters} * kTileRows; };
 
-    auto load = [&](int64_t i) {
+    auto load = [&](int i) {
         RowPair p{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
         if (piece && i < my_tiles) {
             const int64_t row = tile_row0(i) + g;
@@ -163,11 +186,11 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     // The epilogue: cluster thread q finishes row q % rows_per_round of the round for tokens
     // q / rows_per_round, + token_step, ... (< m).
     const int q = rank * T + tid;
-    const int rows_per_round = kTileRows * a.round_tiles;
-    const int e_tile = (q % rows_per_round) / kTileRows, e_row = q % kTileRows;
-    const int u0 = q / rows_per_round, token_step = C * T / rows_per_round;
+    const int u0 = static_cast<int>(a.round_rows.div(static_cast<uint32_t>(q)));
+    const int e_tile = (q - u0 * kTileRows * a.round_tiles) / kTileRows, e_row = q % kTileRows;
+    const int token_step = a.token_step;
     float ws = 0.0f, bias = 0.0f;
-    auto load_epilogue = [&](int64_t r0) {
+    auto load_epilogue = [&](int r0) {
         if (u0 >= a.m || a.out.y == nullptr || r0 + e_tile >= my_tiles) return;
         const int64_t j = tile_row0(r0 + e_tile) + e_row;
         if (j >= a.n) return;
@@ -180,6 +203,16 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
 #pragma unroll
         for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
         load_epilogue(0);
+    }
+    // The round buffers this CTA uses (one per round, at most 3) start at zero; shared memory
+    // only, so this runs ahead of pdl_wait(), behind the first loads, with 16-byte stores.
+    {
+        constexpr int kBufferWords = kMaxRoundTiles * kTileStride;
+        static_assert(kBufferWords % 4 == 0, "a buffer is whole int4 words");
+        const int R = a.round_tiles;
+        const int words = (my_tiles > 2 * R ? 3 : (my_tiles > R ? 2 : 1)) * kBufferWords;
+        int4* const zero = reinterpret_cast<int4*>(sums);
+        for (int i = tid; i < words / 4; i += T) zero[i] = make_int4(0, 0, 0, 0);
     }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
@@ -213,29 +246,34 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             }
         }
     }
-    for (int i = tid; i < sums_words(kGroups); i += T) sums[i] = 0;
-    __syncthreads();
+    __syncthreads();  // the zeroed buffers (and 3- and 4-group x) are visible to every warp
 
     int buf = 0;
-    for (int64_t r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
-        const int64_t r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
+    for (int r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
+        const int r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
         int32_t* s = sums + buf * (kMaxRoundTiles * kTileStride);
-        for (int64_t i = r0; i < r1; ++i) {
+        for (int i = r0; i < r1; ++i) {
             const uint4 lo = ring[0].lo, hi = ring[0].hi;
 #pragma unroll
             for (int d = 0; d + 1 < kDepth; ++d) ring[d] = ring[d + 1];
             ring[kDepth - 1] = load(i + kDepth);
-            int d[kGroups][4] = {};
+            // No mma waits on the one before it: one group's two halves go to two accumulators
+            // (added after the tile), two groups' alternate.
+            int d[kGroups][4] = {}, d_hi[kGroups == 1 ? 4 : 1] = {};
 #pragma unroll
             for (int v = 0; v < 4; ++v) {
                 uint32_t rlo[4], rhi[4];
                 decode_word(word(lo, v), rlo);
                 decode_word(word(hi, v), rhi);
                 mma_s8(d[0], rlo[0], rhi[0], rlo[1], rhi[1], x0[4 * v], x0[4 * v + 1]);
-                mma_s8(d[0], rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
                 if constexpr (kTwo) {
                     mma_s8(d[1], rlo[0], rhi[0], rlo[1], rhi[1], x1[4 * v], x1[4 * v + 1]);
+                    mma_s8(d[0], rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
                     mma_s8(d[1], rlo[2], rhi[2], rlo[3], rhi[3], x1[4 * v + 2], x1[4 * v + 3]);
+                } else if constexpr (kGroups == 1) {
+                    mma_s8(d_hi, rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
+                } else {
+                    mma_s8(d[0], rlo[2], rhi[2], rlo[3], rhi[3], x0[4 * v + 2], x0[4 * v + 3]);
                 }
                 if constexpr (kGroups >= 3) {
 #pragma unroll
@@ -245,6 +283,10 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                         mma_s8(d[h], rlo[2], rhi[2], rlo[3], rhi[3], xv.z, xv.w);
                     }
                 }
+            }
+            if constexpr (kGroups == 1) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) d[0][e] += d_hi[e];
             }
             if (kb < a.kblocks) {
                 // d[h]: rows g, g + 8 x tokens 8 h + 2t, 8 h + 2t + 1.
@@ -283,9 +325,14 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             }
         }
         load_epilogue(r1);
-        // The previous round's buffer: every peer read it before this round's synchronisation.
-        int32_t* old = sums + ((buf + kBuffers - 1) % kBuffers) * (kMaxRoundTiles * kTileStride);
-        for (int i = tid; i < kMaxRoundTiles * kTileStride; i += T) old[i] = 0;
+        // The previous round's buffer, when a round after the next one will use it again: every
+        // peer read it before this round's synchronisation.
+        if (r1 + a.round_tiles < my_tiles) {
+            int4* old = reinterpret_cast<int4*>(sums + ((buf + kBuffers - 1) % kBuffers) *
+                                                           (kMaxRoundTiles * kTileStride));
+            for (int i = tid; i < kMaxRoundTiles * kTileStride / 4; i += T)
+                old[i] = make_int4(0, 0, 0, 0);
+        }
     }
     if (C > 1) sync_cluster_or_block(C);  // peers may still read this CTA's buffers
 }
@@ -353,7 +400,7 @@ int64_t resident_clusters(Kernel kernel, int groups, const Tern2SkinnyGeometry& 
 }
 
 template <int kGroups>
-void launch(const SkinnyArgs& a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
+void launch(SkinnyArgs a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
     const auto kernel = tern2_skinny_kernel<kGroups>;
     // Above the 48 KiB a launch gets by default (4 groups); set once per device.
     if constexpr (smem_bytes(kGroups) > 48 * 1024) {
@@ -368,8 +415,8 @@ void launch(const SkinnyArgs& a, const Tern2SkinnyGeometry& geo, cudaStream_t st
             done[device] = true;
         }
     }
-    const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
-    const int64_t clusters = std::min(tiles, resident_clusters(kernel, kGroups, geo));
+    const int64_t clusters = std::min(int64_t{a.tiles}, resident_clusters(kernel, kGroups, geo));
+    a.clusters = FastDiv(static_cast<uint32_t>(clusters));
     detail::launch_kernel_clustered(
         kernel, dim3(static_cast<unsigned>(clusters * geo.cluster)),
         dim3(static_cast<unsigned>(geo.warps * kWarp)), smem_bytes(kGroups), stream, true,
@@ -383,6 +430,8 @@ std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_
     if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..32";
     if (w.k % kPieceCols != 0) return "k must be a multiple of 64";
     if (w.k > kTern2SkinnyMaxK) return "k must be <= 32768";
+    if (w.n > kTern2SkinnyMaxN)
+        return "n must be at most 2^35 - 16 (its 16-row tiles are counted in 31 bits)";
     if (group < w.k) return "one scale group only (group >= k)";
     if (!aligned16(w.a) || !aligned16(x)) return "the codes and x must be 16-byte aligned";
     return "";
@@ -417,6 +466,7 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     a.n = w.n;
     a.k = w.k;
     a.kblocks = static_cast<int>(fmt::ceil_div(w.k, kBlockCols));
+    a.tiles = static_cast<int>(fmt::ceil_div(w.n, int64_t{kTileRows}));
     a.cluster = geo.cluster;
     // The largest round (<= 8 tiles) whose rows divide the cluster's threads: each thread then
     // finishes one row of every round.
@@ -427,6 +477,8 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
             break;
         }
     }
+    a.round_rows = FastDiv(static_cast<uint32_t>(kTileRows * a.round_tiles));
+    a.token_step = geo.cluster * geo.warps * kWarp / (kTileRows * a.round_tiles);
     a.prefetch = w.pdl;
     a.out = out;
     if (m > 3 * kGroupTokens) {

@@ -7,8 +7,9 @@
 //   - k % 64 == 0 (a lane's piece of a row is 16 bytes = 64 codes) and k <= 32768 (at most 8
 //     CTAs of 16 warps share a row, a warp owning 256 columns);
 //   - one scale group (group >= k);
+//   - n <= 2^35 - 16 (the 16-row tiles are counted in 31 bits; no memory holds more rows);
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are).
-// n is free. When k needs more than one CTA (k > 4096), the CTAs form a thread block cluster and
+// When k needs more than one CTA (k > 4096), the CTAs form a thread block cluster and
 // add their partial sums through distributed shared memory: compute capability 9.0 or newer,
 // which tern2_skinny_needs_cluster tells and the launcher checks (an error naming the shape).
 #pragma once
@@ -24,6 +25,7 @@ namespace trit::kernels {
 
 constexpr int64_t kTern2SkinnyMaxM = 32;
 constexpr int64_t kTern2SkinnyMaxK = 32768;
+constexpr int64_t kTern2SkinnyMaxN = (int64_t{1} << 35) - 16;  // 16-row tiles < 2^31
 
 // "" when the kernel takes the call, else the first rule it breaks. Host only, no device query.
 std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);

@@ -107,6 +107,10 @@ TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 100, codes), x, 2, 100), HasSubstr("k must be a multiple of 64"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 32832, codes), x, 2, 32832), HasSubstr("k must be <= 32768"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 2, 2048), HasSubstr("one scale group"));
+    using trit::kernels::kTern2SkinnyMaxN;
+    EXPECT_EQ(tern2_skinny_rejects(tern2(kTern2SkinnyMaxN, 64, codes), x, 2, 64), "");
+    EXPECT_THAT(tern2_skinny_rejects(tern2(kTern2SkinnyMaxN + 1, 64, codes), x, 2, 64),
+                HasSubstr("n must be at most 2^35 - 16"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 256, codes + 1), x, 2, 256), HasSubstr("16-byte aligned"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 256, codes), x + 4, 2, 256), HasSubstr("16-byte aligned"));
     EXPECT_FALSE(trit::kernels::tern2_skinny_needs_cluster(4096));

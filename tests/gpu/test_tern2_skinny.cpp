@@ -4,8 +4,9 @@
 // 16-row tiles, and so many tiles that a cluster runs several rounds and rotates its three
 // buffers; k from one 64-column piece, off the 256-column k-block, one CTA (k <= 4096) and
 // clusters of 2 to 8 CTAs of 16 or 8 warps with a shorter last rank, at the edges of the 8-warp
-// range 8192 < k <= 14336), with and without the early reads of PDL, x at -128, through the
-// dispatcher's gemv path, and its contract rules and CTA geometry on the host.
+// range 8192 < k <= 14336, among them 4096 x 14336 at m = 16 and 5000 x 14336 at m = 5, whose
+// 8-warp clusters run one round and two), with and without the early reads of PDL, x at -128,
+// through the dispatcher's gemv path, and its contract rules and CTA geometry on the host.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -49,7 +50,7 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {17, 1, 64},      {32, 40, 2560},   {24, 33, 768},     {31, 65, 6912},   {32, 7, 4096},
         {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
         {16, 50, 8192},   {16, 50, 8256},   {3, 4100, 8256},   {16, 33, 14336},  {16, 9, 14400},
-        {24, 70, 11008},  {8, 3000, 11008},
+        {24, 70, 11008},  {8, 3000, 11008}, {16, 4096, 14336}, {5, 5000, 14336},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {

@@ -319,7 +319,15 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (splits > 1) cg::this_cluster().sync();  // peers may still read this CTA's tile
+    // Peers may still read this CTA's tile. This barrier publishes nothing: it keeps the shared
+    // memory alive until every peer, having consumed what it loaded here, arrives. So it is
+    // relaxed: cluster.sync()'s release costs an L2 round trip on sm_90 (MEMBAR.ALL.GPU;
+    // docs/BENCHMARKS.md, session 18).
+    if (splits > 1) {
+        asm volatile(
+            "barrier.cluster.arrive.relaxed.aligned;\n"
+            "barrier.cluster.wait.aligned;" ::: "memory");
+    }
 #endif
 }
 

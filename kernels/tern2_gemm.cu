@@ -16,6 +16,7 @@
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cluster.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
@@ -319,15 +320,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         }
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Peers may still read this CTA's tile. This barrier publishes nothing: it keeps the shared
-    // memory alive until every peer, having consumed what it loaded here, arrives. So it is
-    // relaxed: cluster.sync()'s release costs an L2 round trip on sm_90 (MEMBAR.ALL.GPU;
-    // docs/BENCHMARKS.md, session 18).
-    if (splits > 1) {
-        asm volatile(
-            "barrier.cluster.arrive.relaxed.aligned;\n"
-            "barrier.cluster.wait.aligned;" ::: "memory");
-    }
+    if (splits > 1) detail::cluster_sync_relaxed();  // peers may still read this CTA's tile
 #endif
 }
 

@@ -41,6 +41,7 @@
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cluster.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/fast_div.h"
 #include "kernels/launch.h"
@@ -134,20 +135,6 @@ __device__ __forceinline__ void sync_cluster_or_block(int cluster) {
 #endif
     (void)cluster;
     __syncthreads();
-}
-
-// The cluster barrier without its release (barrier.cluster.arrive.relaxed), for the kernel's
-// last barrier, which publishes nothing: it keeps each CTA's shared memory alive until its peers
-// have read it, and a peer arrives after the epilogue that consumed the values it loaded there.
-// The release of cluster.sync() costs an L2 round trip on sm_90 (MEMBAR.ALL.GPU): on the H100,
-// 2-7 % of a clustered call (docs/BENCHMARKS.md, session 18). The rounds' barriers publish the
-// sums and keep it.
-__device__ __forceinline__ void cluster_sync_relaxed() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "barrier.cluster.arrive.relaxed.aligned;\n"
-        "barrier.cluster.wait.aligned;" ::: "memory");
-#endif
 }
 
 // CTA `rank`'s copy of the round buffer `local` (this CTA's own when rank is its rank).
@@ -348,7 +335,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                 old[i] = make_int4(0, 0, 0, 0);
         }
     }
-    if (C > 1) cluster_sync_relaxed();  // peers may still read this CTA's buffers
+    // Peers may still read this CTA's buffers; the rounds' barriers published them.
+    if (C > 1) detail::cluster_sync_relaxed();
 }
 
 bool aligned16(const void* p) {

@@ -21,10 +21,13 @@
 // Sums. A warp's partial tile (16 rows x 8 tokens per group) goes into its CTA's round buffer
 // with shared int32 atomics (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so
 // 16 R divides the cluster's threads); at its end the cluster synchronises and cluster thread q
-// finishes row q % 16R of the round for tokens q / 16R, + C W 32 / 16R, ...: it adds the C CTAs'
-// buffers (distributed shared memory, the C loads issued together) and runs the shared epilogue.
-// Its row's weight scale and bias were loaded into registers when the round began (the first
-// round's before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights). Three
+// finishes the four rows 4 (q % 4R) .. + 3 of the round for tokens q / 4R, + C W 32 / 4R, ...:
+// it adds the C CTAs' 16-byte words of those rows (distributed shared memory, the C loads issued
+// together) and runs the shared epilogue, one 16-byte store per token where n % 4 = 0. Its rows'
+// weight scales and biases were loaded into registers when the round began (the first round's
+// before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights); the tokens'
+// x scales are copied to shared memory once, after pdl_wait(). (One row a thread, with generic
+// loads of the peers' sums and x scales loaded per token, took up to 1.4 us more at m = 16.) Three
 // buffers rotate: those the CTA uses are zeroed before pdl_wait(); after that a buffer is zeroed
 // one round after its epilogue, once the round's synchronisation shows every peer has read it,
 // and only when a later round uses it again (one more synchronisation later).
@@ -100,10 +103,12 @@ struct SkinnyArgs {
     int tiles;        // ceil(n / 16)
     int cluster;      // CTAs per cluster (its ranks split the k-blocks)
     int round_tiles;  // tiles per round: <= 8, dividing 2 * cluster * warps per CTA
-    int token_step;   // cluster threads / (16 round_tiles): the epilogue's token stride
-    FastDiv clusters;    // by the grid's cluster count
-    FastDiv round_rows;  // by 16 round_tiles
-    bool prefetch;    // read the first tiles' weights, scales and bias before pdl_wait()
+    int token_step;   // cluster threads / (4 round_tiles): the epilogue's token stride
+    FastDiv clusters;     // by the grid's cluster count
+    FastDiv round_quads;  // by 4 round_tiles: the round's groups of four rows
+    bool vector_scales;   // n % 4 = 0, per-row w scales, they and the bias 16-byte aligned
+    bool vector_out;      // n % 4 = 0 and y (acc) 16-byte aligned: one 16-byte store per 4 rows
+    bool prefetch;        // read the first tiles' weights, scales and bias before pdl_wait()
     ProductOut out;
 };
 
@@ -137,14 +142,23 @@ __device__ __forceinline__ void sync_cluster_or_block(int cluster) {
     __syncthreads();
 }
 
-// CTA `rank`'s copy of the round buffer `local` (this CTA's own when rank is its rank).
-__device__ __forceinline__ const int32_t* peer_buffer(int32_t* local, int rank, int my_rank) {
+// The 16-byte word at `local` (a shared-memory address) in the shared memory of the cluster's CTA
+// `rank`: ld.shared::cluster, where a pointer from map_shared_rank() would make a generic load.
+__device__ __forceinline__ int4 peer_int4(const int32_t* local, int rank) {
+    int4 v = make_int4(0, 0, 0, 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (rank != my_rank) return cooperative_groups::this_cluster().map_shared_rank(local, rank);
-#endif
+    const uint32_t mine = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+    uint32_t theirs = 0;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(theirs) : "r"(mine), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(theirs)
+                 : "memory");
+#else
+    (void)local;
     (void)rank;
-    (void)my_rank;
-    return local;
+#endif
+    return v;
 }
 
 // kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3 or 4 (m <= 24 or 32,
@@ -184,19 +198,36 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         return p;
     };
 
-    // The epilogue: cluster thread q finishes row q % rows_per_round of the round for tokens
-    // q / rows_per_round, + token_step, ... (< m).
-    const int q = rank * T + tid;
-    const int u0 = static_cast<int>(a.round_rows.div(static_cast<uint32_t>(q)));
-    const int e_tile = (q - u0 * kTileRows * a.round_tiles) / kTileRows, e_row = q % kTileRows;
+    // The epilogue: cluster thread q finishes rows e_row .. e_row + 3 of the round's tile e_tile
+    // (quad q % 4R) for tokens q / 4R, + token_step, ... (< m). Warp w of rank c takes
+    // q = 32 (w C + c) + lane: when few tokens leave most q idle, the busy warps, and their loads
+    // of the peers' sums, are spread over the cluster's CTAs.
+    const int q = (warp * C + rank) * kWarp + lane;
+    const int u0 = static_cast<int>(a.round_quads.div(static_cast<uint32_t>(q)));
+    const int quad = q - u0 * 4 * a.round_tiles;
+    const int e_tile = quad / 4, e_row = 4 * (quad % 4);
     const int token_step = a.token_step;
-    float ws = 0.0f, bias = 0.0f;
+    float ws[4] = {}, bias[4] = {};
     auto load_epilogue = [&](int r0) {
         if (u0 >= a.m || a.out.y == nullptr || r0 + e_tile >= my_tiles) return;
         const int64_t j = tile_row0(r0 + e_tile) + e_row;
-        if (j >= a.n) return;
-        ws = __ldg(detail::epilogue_w_scale(a.out, j, 1));
-        if (a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
+        if (j >= a.n) return;  // (n % 4 = 0 for the 16-byte loads: then j < n means j + 3 < n)
+        if (a.vector_scales) {
+            const float4 w4 = __ldg(reinterpret_cast<const float4*>(a.out.w_scale + j));
+            ws[0] = w4.x, ws[1] = w4.y, ws[2] = w4.z, ws[3] = w4.w;
+            if (a.out.bias != nullptr) {
+                const float4 b4 = __ldg(reinterpret_cast<const float4*>(a.out.bias + j));
+                bias[0] = b4.x, bias[1] = b4.y, bias[2] = b4.z, bias[3] = b4.w;
+            }
+            return;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (j + e < a.n) {
+                ws[e] = __ldg(detail::epilogue_w_scale(a.out, j + e, 1));
+                if (a.out.bias != nullptr) bias[e] = __ldg(a.out.bias + j + e);
+            }
+        }
     };
 
     RowPair ring[kDepth];
@@ -217,6 +248,10 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
+    // The tokens' x scales (written by the previous kernel), for the epilogues.
+    __shared__ float x_scales[kTern2SkinnyMaxM];
+    if (tid < a.m && a.out.y != nullptr)
+        x_scales[tid] = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid];
     if (!a.prefetch) {
 #pragma unroll
         for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
@@ -247,7 +282,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             }
         }
     }
-    __syncthreads();  // the zeroed buffers (and 3- and 4-group x) are visible to every warp
+    __syncthreads();  // the zeroed buffers, x scales (and 3- and 4-group x) are visible to all
 
     int buf = 0;
     for (int r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
@@ -307,20 +342,47 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             const int64_t j = tile_row0(r0 + e_tile) + e_row;
             if (j < a.n) {
                 for (int u = u0; u < a.m; u += token_step) {
-                    const int off = e_tile * kTileStride + u * kTokenStride + e_row;
-                    int32_t part[kMaxCluster];
+                    const int32_t* word = s + e_tile * kTileStride + u * kTokenStride + e_row;
+                    int4 part[kMaxCluster];
 #pragma unroll
-                    for (int c = 0; c < kMaxCluster; ++c) part[c] = c < C ? peer_buffer(s, c, rank)[off] : 0;
-                    int32_t acc = 0;
+                    for (int c = 0; c < kMaxCluster; ++c) {
+                        part[c] = make_int4(0, 0, 0, 0);
+                        if (c < C) part[c] = c == rank ? *reinterpret_cast<const int4*>(word)
+                                                       : peer_int4(word, c);
+                    }
+                    int32_t acc[4] = {};
 #pragma unroll
-                    for (int c = 0; c < kMaxCluster; ++c) acc += part[c];
+                    for (int c = 0; c < kMaxCluster; ++c) {
+                        acc[0] += part[c].x, acc[1] += part[c].y;
+                        acc[2] += part[c].z, acc[3] += part[c].w;
+                    }
+                    const int64_t at = u * a.n + j;
                     if (a.out.acc != nullptr) {
-                        a.out.acc[u * a.n + j] = acc;
+                        if (a.vector_out) {
+                            *reinterpret_cast<int4*>(a.out.acc + at) =
+                                make_int4(acc[0], acc[1], acc[2], acc[3]);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                if (j + e < a.n) a.out.acc[at + e] = acc[e];
+                        }
                     } else {
                         // store_output's arithmetic for one group, the scales from registers.
-                        const float sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : u];
-                        const float sum = detail::epilogue_add(0.0f, ws, acc);
-                        a.out.y[u * a.n + j] = __fadd_rn(__fmul_rn(sum, sx), bias);
+                        const float sx = x_scales[u];
+                        float v[4];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const float sum = detail::epilogue_add(0.0f, ws[e], acc[e]);
+                            v[e] = __fadd_rn(__fmul_rn(sum, sx), bias[e]);
+                        }
+                        if (a.vector_out) {
+                            *reinterpret_cast<float4*>(a.out.y + at) =
+                                make_float4(v[0], v[1], v[2], v[3]);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                if (j + e < a.n) a.out.y[at + e] = v[e];
+                        }
                     }
                 }
             }
@@ -479,8 +541,15 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
             break;
         }
     }
-    a.round_rows = FastDiv(static_cast<uint32_t>(kTileRows * a.round_tiles));
-    a.token_step = geo.cluster * geo.warps * kWarp / (kTileRows * a.round_tiles);
+    a.round_quads = FastDiv(static_cast<uint32_t>(4 * a.round_tiles));
+    a.token_step = geo.cluster * geo.warps * kWarp / (4 * a.round_tiles);
+    // Four rows' scales and biases in two 16-byte loads (fewer requests ahead of the wait: 2560 x
+    // 2560 at m = 2 took 3.5 us with eight 4-byte loads, 3.3 with two 16-byte ones), and their
+    // outputs in one store.
+    a.vector_scales = w.n % 4 == 0 && out.y != nullptr && out.w_scale_rows != 1 &&
+                      aligned16(out.w_scale) && (out.bias == nullptr || aligned16(out.bias));
+    const void* const dst = out.acc != nullptr ? static_cast<const void*>(out.acc) : out.y;
+    a.vector_out = w.n % 4 == 0 && aligned16(dst);
     a.prefetch = w.pdl;
     a.out = out;
     if (m > 3 * kGroupTokens) {

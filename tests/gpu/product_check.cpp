@@ -80,6 +80,19 @@ std::string first_mismatches(const std::vector<T>& got, const std::vector<T>& wa
     return msg.str();
 }
 
+// The elements after the first `off` of a downloaded output buffer; the first `off` must still
+// hold DeviceBuffer::poison()'s bytes (nothing was written before the output).
+template <typename T>
+std::vector<T> strip_front(std::vector<T> got, size_t off) {
+    T poison;
+    std::memset(&poison, 0x5A, sizeof(T));
+    for (size_t t = 0; t < off; ++t)
+        EXPECT_EQ(std::memcmp(&got[t], &poison, sizeof(T)), 0)
+            << "written before the output, at -" << off - t;
+    got.erase(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(off));
+    return got;
+}
+
 }  // namespace
 
 std::string describe(const ProductCase& c) {
@@ -88,6 +101,7 @@ std::string describe(const ProductCase& c) {
     if (c.format == kernels::Format::kBt) s << c.depth;
     s << " m=" << c.m << " n=" << c.n << " k=" << c.k << " group=" << c.group << " seed=" << c.seed;
     if (c.dense) s << " dense";
+    if (c.out_offset != 0) s << " out_offset=" << c.out_offset;
     return s.str();
 }
 
@@ -130,8 +144,15 @@ void check_case(const ProductCase& c, Run run) {
             exporters::pack_codes({exporters::WeightFormat::kTern2, 0}, codes.data(), c.n, c.k)[0]);
     }
     DeviceBuffer<int8_t> d_x(x);
-    DeviceBuffer<int32_t> d_acc(want.size());
-    DeviceBuffer<float> d_ws(ws), d_xs(xs), d_bias(bias), d_y(want_y.size());
+    const size_t off = static_cast<size_t>(c.out_offset);
+    DeviceBuffer<int32_t> d_acc(want.size() + off);
+    // The w scales and biases sit `off` elements into their buffers too.
+    auto shifted = [off](const std::vector<float>& v) {
+        std::vector<float> out(off, 0.0f);
+        out.insert(out.end(), v.begin(), v.end());
+        return out;
+    };
+    DeviceBuffer<float> d_ws(shifted(ws)), d_xs(xs), d_bias(shifted(bias)), d_y(want_y.size() + off);
     d_acc.poison();
     d_y.poison();
 
@@ -145,25 +166,25 @@ void check_case(const ProductCase& c, Run run) {
     w.k = c.k;
 
     kernels::ProductOut acc_out;
-    acc_out.acc = d_acc.get();
+    acc_out.acc = d_acc.get() + off;
     w.pdl = false;
     run(w, d_x.get(), acc_out);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     int64_t bad = 0;
-    std::string msg = first_mismatches(d_acc.download(), want, c.n, G, &bad);
+    std::string msg = first_mismatches(strip_front(d_acc.download(), off), want, c.n, G, &bad);
     EXPECT_EQ(bad, 0) << "int32 accumulators differ from the reference, first mismatches:\n" << msg;
 
     kernels::ProductOut y_out;
-    y_out.y = d_y.get();
-    y_out.w_scale = d_ws.get();
+    y_out.y = d_y.get() + off;
+    y_out.w_scale = d_ws.get() + off;
     y_out.w_scale_rows = ws_rows;
     y_out.x_scale = d_xs.get();
     y_out.x_scale_rows = c.m;
-    y_out.bias = c.bias ? d_bias.get() : nullptr;
+    y_out.bias = c.bias ? d_bias.get() + off : nullptr;
     w.pdl = true;
     run(w, d_x.get(), y_out);
     TRIT_CUDA_CHECK(cudaDeviceSynchronize());
-    msg = first_mismatches(d_y.download(), want_y, c.n, 1, &bad);
+    msg = first_mismatches(strip_front(d_y.download(), off), want_y, c.n, 1, &bad);
     EXPECT_EQ(bad, 0) << "fused-epilogue y differs from the CPU runtime's bits, first mismatches:\n" << msg;
 }
 

@@ -6,7 +6,8 @@
 // clusters of 2 to 8 CTAs of 16 or 8 warps with a shorter last rank, at the edges of the 8-warp
 // range 8192 < k <= 14336, among them 4096 x 14336 at m = 16 and 5000 x 14336 at m = 5, whose
 // 8-warp clusters run one round and two), with and without the early reads of PDL, x at -128,
-// through the dispatcher's gemv path, and its contract rules and CTA geometry on the host.
+// outputs off 16-byte alignment, through the dispatcher's gemv path, and its contract rules and
+// CTA geometry on the host.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -75,6 +76,26 @@ TEST_F(Tern2Skinny, ExtremeCodesAndXStayExact) {
             c.format = Format::kTern2;
             c.m = m, c.n = 37, c.k = k, c.group = k;
             c.x_lo = -128, c.x_hi = -128;  // |acc| up to 128 * 32768 = 2^22
+            SCOPED_TRACE(trit::gputest::describe(c));
+            trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
+        }
+    }
+}
+
+// The epilogue loads four rows' w scales and biases and stores four rows of a token at once where
+// n % 4 = 0 and they are 16-byte aligned; otherwise (n % 4 != 0, or the buffers off by 1..3
+// elements) one row at a time.
+TEST_F(Tern2Skinny, OutputsOffSixteenByteAlignmentStayExact) {
+    for (int64_t offset : {1, 2, 3}) {
+        for (int64_t n : {64, 68, 70}) {
+            ProductCase c;
+            c.format = Format::kTern2;
+            // one, two and four token groups; the last a cluster of two CTAs
+            c.m = offset == 1 ? 6 : (offset == 2 ? 16 : 32);
+            c.k = offset == 3 && clusters() ? 6912 : 1024;
+            c.n = n, c.group = c.k;
+            c.out_offset = offset;
+            c.seed = 70 + static_cast<uint64_t>(offset * n);
             SCOPED_TRACE(trit::gputest::describe(c));
             trit::gputest::check_product_case(c, trit::kernels::tern2_skinny);
         }

@@ -161,6 +161,20 @@ __device__ __forceinline__ int4 peer_int4(const int32_t* local, int rank) {
     return v;
 }
 
+// Outputs dst[0 .. 3] of one token, rows j .. j + 3 of n: one 16-byte store of a V (int4 or
+// float4) where `vector` (n % 4 = 0, the output 16-byte aligned), else one store per row < n.
+template <typename V, typename T>
+__device__ __forceinline__ void store_quad(T* dst, const T (&v)[4], bool vector, int64_t j,
+                                           int64_t n) {
+    if (vector) {
+        *reinterpret_cast<V*>(dst) = V{v[0], v[1], v[2], v[3]};
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+        if (j + e < n) dst[e] = v[e];
+}
+
 // kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3 or 4 (m <= 24 or 32,
 // groups 1.. of x in shared memory).
 template <int kGroups>
@@ -358,14 +372,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                     }
                     const int64_t at = u * a.n + j;
                     if (a.out.acc != nullptr) {
-                        if (a.vector_out) {
-                            *reinterpret_cast<int4*>(a.out.acc + at) =
-                                make_int4(acc[0], acc[1], acc[2], acc[3]);
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 4; ++e)
-                                if (j + e < a.n) a.out.acc[at + e] = acc[e];
-                        }
+                        store_quad<int4>(a.out.acc + at, acc, a.vector_out, j, a.n);
                     } else {
                         // store_output's arithmetic for one group, the scales from registers.
                         const float sx = x_scales[u];
@@ -375,14 +382,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
                             const float sum = detail::epilogue_add(0.0f, ws[e], acc[e]);
                             v[e] = __fadd_rn(__fmul_rn(sum, sx), bias[e]);
                         }
-                        if (a.vector_out) {
-                            *reinterpret_cast<float4*>(a.out.y + at) =
-                                make_float4(v[0], v[1], v[2], v[3]);
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < 4; ++e)
-                                if (j + e < a.n) a.out.y[at + e] = v[e];
-                        }
+                        store_quad<float4>(a.out.y + at, v, a.vector_out, j, a.n);
                     }
                 }
             }

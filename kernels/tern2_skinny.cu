@@ -262,10 +262,11 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     }
     detail::pdl_launch_dependents();
     detail::pdl_wait();
-    // The tokens' x scales (written by the previous kernel), for the epilogues.
+    // The tokens' x scales (written by the previous kernel), for the epilogues: loaded here,
+    // stored to shared memory after the barrier below, so that it waits for none of them.
     __shared__ float x_scales[kTern2SkinnyMaxM];
-    if (tid < a.m && a.out.y != nullptr)
-        x_scales[tid] = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid];
+    const bool x_scale_lane = tid < a.m && a.out.y != nullptr;
+    const float x_scale = x_scale_lane ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid] : 0.0f;
     if (!a.prefetch) {
 #pragma unroll
         for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
@@ -296,7 +297,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
             }
         }
     }
-    __syncthreads();  // the zeroed buffers, x scales (and 3- and 4-group x) are visible to all
+    __syncthreads();  // the zeroed buffers (and 3- and 4-group x) are visible to every warp
+    if (x_scale_lane) x_scales[tid] = x_scale;  // read after the round's barrier
 
     int buf = 0;
     for (int r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
@@ -420,25 +422,29 @@ Tern2SkinnyGeometry geometry(int64_t k, int64_t m) {
     return {static_cast<int>(cluster), static_cast<int>(fmt::ceil_div(kblocks, cluster))};
 }
 
-// Clusters the device holds at once for this kernel and geometry (cached: the queries cost about
-// as much as a small product).
+// Clusters the device holds at once for this kernel and geometry, and its SM count (cached: the
+// queries cost about as much as a small product).
+struct Residency {
+    int64_t clusters, sms;
+};
 template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int groups, const Tern2SkinnyGeometry& geo) {
+Residency resident_clusters(Kernel kernel, int groups, const Tern2SkinnyGeometry& geo) {
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     using Key = std::tuple<int, int, int, int>;
     static std::mutex mutex;
-    static std::map<Key, int64_t> cache;
+    static std::map<Key, Residency> cache;
     const Key key{device, groups, geo.cluster, geo.warps};
     {
         std::lock_guard<std::mutex> lock(mutex);
         const auto it = cache.find(key);
         if (it != cache.end()) return it->second;
     }
+    int sms = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     int64_t clusters = 0;
     if (geo.cluster == 1) {
-        int sms = 0, per_sm = 0;
-        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        int per_sm = 0;
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, geo.warps * kWarp,
                                                                       smem_bytes(groups)));
         clusters = int64_t{sms} * std::max(per_sm, 1);
@@ -458,9 +464,10 @@ int64_t resident_clusters(Kernel kernel, int groups, const Tern2SkinnyGeometry& 
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
         clusters = std::max(n, 1);
     }
+    const Residency r{clusters, sms};
     std::lock_guard<std::mutex> lock(mutex);
-    cache[key] = clusters;
-    return clusters;
+    cache[key] = r;
+    return r;
 }
 
 template <int kGroups>
@@ -479,7 +486,8 @@ void launch(SkinnyArgs a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
             done[device] = true;
         }
     }
-    const int64_t clusters = std::min(int64_t{a.tiles}, resident_clusters(kernel, kGroups, geo));
+    const Residency r = resident_clusters(kernel, kGroups, geo);
+    const int64_t clusters = tern2_skinny_clusters(a.tiles, r.clusters, r.sms, geo.cluster, a.m);
     a.clusters = FastDiv(static_cast<uint32_t>(clusters));
     detail::launch_kernel_clustered(
         kernel, dim3(static_cast<unsigned>(clusters * geo.cluster)),
@@ -507,6 +515,22 @@ bool tern2_skinny_needs_cluster(int64_t k) {
 
 Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m) {
     return geometry(k, m);
+}
+
+// Every CTA of a cluster of one covers all of k, so it loads all of x (m k bytes from L2, m / 4
+// times a 16-row tile's weights): two such CTAs on one SM load it twice, one that walks two tiles
+// loads it once for both. Hence above m = 2 at most one per SM; and where the busiest
+// cluster walks at most two tiles, as few clusters as keep it at that (more tiles each would
+// lengthen the call; fewer clusters with three or more tiles each measured slower where the
+// weights are many, the SMs left idle reading none). On the H100 (docs/BENCHMARKS.md, session
+// 20), m = 16: 3072 x 768 4.58 -> 3.99 us (192 -> 96 CTAs), 2560 x 2560 4.18 -> 4.08 (132 -> 80).
+int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m) {
+    TRIT_CHECK(tiles >= 1 && resident >= 1 && sms >= 1 && cluster >= 1,
+               "tern2_skinny_clusters: tiles, resident clusters, SMs and cluster size must be >= 1 (got ",
+               tiles, ", ", resident, ", ", sms, ", ", cluster, ")");
+    const int64_t cap = cluster == 1 && m > 2 ? std::min(resident, sms) : resident;
+    const int64_t most = fmt::ceil_div(tiles, cap);  // tiles the busiest cluster walks
+    return most <= 2 ? fmt::ceil_div(tiles, most) : std::min(tiles, cap);
 }
 
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

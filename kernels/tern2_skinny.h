@@ -39,6 +39,10 @@ struct Tern2SkinnyGeometry {
 };
 Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m);
 
+// The clusters a call launches: `tiles` 16-row tiles, `resident` clusters of `cluster` CTAs the
+// device holds at once, `sms` SMs, m tokens. Host only; the launcher queries the device.
+int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m);
+
 // Runs it; throws trit::Error naming m, n, k, group and the rule when the contract rejects the
 // call, or when it needs clusters and the device has none.
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

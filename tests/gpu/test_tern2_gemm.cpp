@@ -134,6 +134,30 @@ TEST_F(Tern2Gemm, WgmmaStreamKMatchesTheReference) {
     run_shapes(kOneGroupShapes, ProductPath::kGemm, 1201);
 }
 
+// Outputs, w scales and biases 1..3 elements off 16-byte alignment with n % 4 = 0 (the wgmma
+// epilogue's unstaged path, the mma.sync kernel's scalar stores), through each variant.
+TEST_F(Tern2Gemm, OutputsOffSixteenByteAlignmentStayExact) {
+    using trit::kernels::Tern2GemmVariant;
+    std::vector<Tern2GemmVariant> variants = {Tern2GemmVariant::kMmaSync};
+    if (device_is_sm90()) {
+        variants.push_back(Tern2GemmVariant::kWgmma);
+        variants.push_back(Tern2GemmVariant::kWgmmaStreamK);
+    }
+    uint64_t seed = 1301;
+    for (Tern2GemmVariant v : variants) {
+        VariantScope scope(v);
+        for (int64_t offset : {1, 2, 3}) {
+            ProductCase c;
+            c.format = Format::kTern2;
+            c.m = 300, c.n = 128, c.k = 2560, c.group = 2560;
+            c.out_offset = offset;
+            c.seed = seed++;
+            SCOPED_TRACE(trit::gputest::describe(c));
+            trit::gputest::check_product_case(c, ProductPath::kGemm);
+        }
+    }
+}
+
 // The auto choice over large m, grouped and not (wgmma on an H100 for one group, mma.sync else).
 TEST_F(Tern2Gemm, AutoDispatchOverLargeM) {
     run_shapes({{300, 130, 2560, 2560}, {300, 130, 1024, 128}, {2048, 768, 768, 768}},

@@ -6,8 +6,8 @@
 // clusters of 2 to 8 CTAs of 16 or 8 warps with a shorter last rank, at the edges of the 8-warp
 // range 8192 < k <= 14336, among them 4096 x 14336 at m = 16 and 5000 x 14336 at m = 5, whose
 // 8-warp clusters run one round and two), with and without the early reads of PDL, x at -128,
-// outputs off 16-byte alignment, through the dispatcher's gemv path, and its contract rules and
-// CTA geometry on the host.
+// outputs off 16-byte alignment, through the dispatcher's gemv path, and its contract rules, CTA
+// geometry and clusters per call on the host.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -51,7 +51,8 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {17, 1, 64},      {32, 40, 2560},   {24, 33, 768},     {31, 65, 6912},   {32, 7, 4096},
         {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
         {16, 50, 8192},   {16, 50, 8256},   {3, 4100, 8256},   {16, 33, 14336},  {16, 9, 14400},
-        {24, 70, 11008},  {8, 3000, 11008}, {16, 4096, 14336}, {5, 5000, 14336},
+        {24, 70, 11008},  {8, 3000, 11008}, {16, 4096, 14336}, {5, 5000, 14336}, {16, 3072, 768},
+        {2, 3072, 768},   {8, 2560, 2560},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {
@@ -160,6 +161,28 @@ TEST(Tern2SkinnyContract, CtaGeometryByKAndM) {
         const auto geo = trit::kernels::tern2_skinny_geometry(row[0], row[1]);
         EXPECT_EQ(geo.cluster, row[2]) << "k = " << row[0] << ", m = " << row[1];
         EXPECT_EQ(geo.warps, row[3]) << "k = " << row[0] << ", m = " << row[1];
+    }
+}
+
+TEST(Tern2SkinnyContract, ClustersPerCallByTilesAndResidency) {
+    // {tiles, resident clusters, SMs, CTAs per cluster, m, clusters launched}: at most one CTA
+    // covering all of k per SM above m = 2; as few clusters as keep the busiest at <= 2 tiles.
+    const int64_t table[][6] = {
+        {160, 132, 132, 1, 16, 80}, {192, 660, 132, 1, 16, 96}, {192, 660, 132, 1, 2, 192},
+        {48, 132, 132, 1, 16, 48},  {256, 132, 132, 1, 16, 128}, {896, 132, 132, 1, 2, 132},
+        {432, 132, 132, 1, 16, 132}, {256, 37, 132, 7, 16, 37},  {60, 37, 132, 7, 16, 30},
+        {1, 1, 1, 1, 1, 1}};
+    for (const auto& row : table) {
+        EXPECT_EQ(trit::kernels::tern2_skinny_clusters(row[0], row[1], row[2], static_cast<int>(row[3]), row[4]),
+                  row[5])
+            << "tiles " << row[0] << ", resident " << row[1] << ", SMs " << row[2] << ", cluster "
+            << row[3] << ", m " << row[4];
+    }
+    try {
+        trit::kernels::tern2_skinny_clusters(0, 132, 132, 1, 16);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tiles, resident clusters, SMs and cluster size must be >= 1 (got 0, 132, 132, 1)"));
     }
 }
 

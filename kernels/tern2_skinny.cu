@@ -26,8 +26,9 @@
 // together) and runs the shared epilogue, one 16-byte store per token where n % 4 = 0. Its rows'
 // weight scales and biases were loaded into registers when the round began (the first round's
 // before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights); the tokens'
-// x scales are copied to shared memory once, after pdl_wait(). (One row a thread, with generic
-// loads of the peers' sums and x scales loaded per token, took up to 1.4 us more at m = 16.) Three
+// x scales are loaded once after pdl_wait() and stored to shared memory after the barrier that
+// follows the x loads, which they would otherwise delay. (One row a thread, with generic loads of
+// the peers' sums and x scales loaded per token, took up to 1.4 us more at m = 16.) Three
 // buffers rotate: those the CTA uses are zeroed before pdl_wait(); after that a buffer is zeroed
 // one round after its epilogue, once the round's synchronisation shows every peer has read it,
 // and only when a later round uses it again (one more synchronisation later).

@@ -296,6 +296,12 @@ __global__ void __launch_bounds__(T::kThreads)
         if (kCopiesFirst) load_columns();
     }
     detail::pdl_wait();
+    // k groups run one wave (bin1_gemm_k_groups): the next call's CTAs may start now, beside
+    // these, and request their first weights during this call's k-loop. Not earlier: triggered
+    // before the wait, each call let the next one start before its own wait, and so on down the
+    // chain (H100, docs/BENCHMARKS.md, session 20: 768 x 3072 at m = 128 3.85-3.87 -> 3.77-3.80 us
+    // after the wait; before it, 3 % slower than after the k-loop).
+    if constexpr (T::KS > 1) detail::pdl_launch_dependents();
     if (!b_early) {
         if (!kCopiesFirst) load_columns();
         load_b_stages();
@@ -420,9 +426,10 @@ __global__ void __launch_bounds__(T::kThreads)
         }
     }
     cp_async_wait<0>();  // nothing useful is in flight, but leave no copy behind the exit
-    // The next kernel may start now: this one only writes its outputs from here on. Triggering
-    // earlier let the next call's blocks take SM slots from this call's later waves.
-    detail::pdl_launch_dependents();
+    // Without k groups the next kernel may start now: this one only writes its outputs from here
+    // on. Triggering earlier let the next call's blocks take SM slots from this call's later
+    // waves, and slowed one-wave grids of short k (768 x 768 at m = 16 and 128, 4-5 %).
+    if constexpr (T::KS == 1) detail::pdl_launch_dependents();
 
     // The 4 lanes of a quad hold words t and t + 4 of the same rows: sum them.
     if constexpr (C != Bin1GemmCase::kTernTern) {

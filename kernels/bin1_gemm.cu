@@ -124,10 +124,11 @@ struct Chunks {
     int j[kMaxChunks];                // the k-block of the stage; KS: no chunk
 };
 
+// One CTA's tile: the body of the two kernels below.
 template <Bin1GemmCase C, class T>
-__global__ void __launch_bounds__(T::kThreads)
-    bin1_gemm_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
-                     int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out, bool b_early) {
+__device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b,
+                                          int64_t m, int64_t n, int64_t kblocks, int64_t tiles_m,
+                                          const ProductOut& out, bool b_early) {
     using Tr = CaseTraits<C>;
     constexpr int PA = Tr::kPlanesA, PB = Tr::kPlanesB, MT = T::MT, NT = T::NT;
     constexpr int kSubBytes = (PA * T::BM + PB * T::BN) * kRowBytes;  // one k-block
@@ -524,6 +525,33 @@ __global__ void __launch_bounds__(T::kThreads)
     }
 }
 
+template <Bin1GemmCase C, class T>
+__global__ void __launch_bounds__(T::kThreads)
+    bin1_gemm_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
+                     int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out, bool b_early) {
+    gemm_tile<C, T>(a, b, m, n, kblocks, tiles_m, out, b_early);
+}
+
+// Tiles with k groups: at most 64 registers a thread, so that two 512-thread CTAs fit on an SM and
+// the next call's CTAs, triggered after this call's wait, start beside this call's instead of on
+// the SMs this one leaves idle only (H100, docs/BENCHMARKS.md, session 21: 768 x 3072 at m = 128
+// 3.81-3.83 -> 3.69-3.72 us; 75 registers before).
+template <Bin1GemmCase C, class T>
+__global__ void __launch_bounds__(T::kThreads, 2)
+    bin1_gemm_kgroups_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
+                             int64_t n, int64_t kblocks, int64_t tiles_m, ProductOut out, bool b_early) {
+    gemm_tile<C, T>(a, b, m, n, kblocks, tiles_m, out, b_early);
+}
+
+template <Bin1GemmCase C, class T>
+constexpr auto kernel_of() {
+    if constexpr (T::KS > 1) {
+        return bin1_gemm_kgroups_kernel<C, T>;
+    } else {
+        return bin1_gemm_kernel<C, T>;
+    }
+}
+
 // ---- host side ---------------------------------------------------------------------------------
 
 bool aligned(const void* p, uintptr_t bytes) {
@@ -577,12 +605,38 @@ template <Bin1GemmCase C, class T>
 void launch(const uint32_t* a, int64_t m, const uint32_t* b, int64_t n, int64_t kblocks,
             int64_t tiles_m, int64_t tiles, const ProductOut& out, bool b_early, cudaStream_t stream) {
     constexpr int kSmem = smem_bytes<C, T>();
+    constexpr auto kernel = kernel_of<C, T>();
     if constexpr (kSmem > 48 * 1024) {
-        TRIT_CUDA_CHECK(cudaFuncSetAttribute(bin1_gemm_kernel<C, T>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+        TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     }
-    detail::launch_kernel(bin1_gemm_kernel<C, T>, dim3(static_cast<unsigned>(tiles)), dim3(T::kThreads), kSmem,
+    detail::launch_kernel(kernel, dim3(static_cast<unsigned>(tiles)), dim3(T::kThreads), kSmem,
                           stream, true, a, b, m, n, kblocks, tiles_m, out, b_early);
+}
+
+template <Bin1GemmCase C, class T>
+int resident_ctas() {
+    int ctas = 0;
+    TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel_of<C, T>(), T::kThreads,
+                                                                  smem_bytes<C, T>()));
+    return ctas;
+}
+
+template <Bin1GemmCase C>
+int resident_ctas_of(Bin1GemmTile t, int k_groups) {
+    switch (t) {
+        case Bin1GemmTile::kTiny:
+            return resident_ctas<C, TinyCfg>();
+        case Bin1GemmTile::kSmall:
+            return k_groups > 1 ? resident_ctas<C, SmallKCfg>() : resident_ctas<C, SmallCfg>();
+        case Bin1GemmTile::kMedium:
+            return resident_ctas<C, MediumCfg>();
+        default:
+            if constexpr (C == Bin1GemmCase::kTernTern) {
+                return resident_ctas<C, LargeTernCfg>();
+            } else {
+                return resident_ctas<C, LargeCfg>();
+            }
+    }
 }
 
 template <Bin1GemmCase C>
@@ -661,6 +715,25 @@ int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, 
     const int64_t kblocks = f::ceil_div(k, int64_t{f::kTbitsBlockBits});
     return kblocks >= 2 * kBin1GemmKGroups && tiles_for(c, tile, m, n, nullptr) <= sm_count ? kBin1GemmKGroups
                                                                                              : 1;
+}
+
+int bin1_gemm_resident_ctas(Bin1GemmCase c, Bin1GemmTile tile, int k_groups) {
+    TRIT_CHECK(tile != Bin1GemmTile::kAuto, "bin1_gemm_resident_ctas(", bin1_gemm_case_name(c),
+               "): name a tile, not auto (auto depends on m, n and the device)");
+    TRIT_CHECK(k_groups == 1 || (k_groups == kBin1GemmKGroups && tile == Bin1GemmTile::kSmall),
+               "bin1_gemm_resident_ctas(", bin1_gemm_case_name(c), "): k_groups=", k_groups,
+               " must be 1, or ", kBin1GemmKGroups, " with the small tile (got tile ",
+               bin1_gemm_tile_name(tile), ")");
+    switch (c) {
+        case Bin1GemmCase::kBinTern:
+            return resident_ctas_of<Bin1GemmCase::kBinTern>(tile, k_groups);
+        case Bin1GemmCase::kBoolTern:
+            return resident_ctas_of<Bin1GemmCase::kBoolTern>(tile, k_groups);
+        case Bin1GemmCase::kTernTern:
+            return resident_ctas_of<Bin1GemmCase::kTernTern>(tile, k_groups);
+        default:
+            return resident_ctas_of<Bin1GemmCase::kBoolBin>(tile, k_groups);
+    }
 }
 
 void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,

@@ -58,14 +58,20 @@ int bin1_gemm_planes_b(Bin1GemmCase c);
 // none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones).
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count);
 
-// k groups: a kSmall CTA runs kBin1GemmKGroups groups of 4 warps (512 threads, one CTA per SM),
-// group j multiplying every kBin1GemmKGroups-th 256-bit k-block, and adds the groups' sums through
-// shared memory (exact). It shortens each warp's serial chain of k-blocks: at m = 128 the tile's
-// 4 warps alone are one warp per scheduler, each waiting ~5.6 cycles per instruction (ncu). Taken
+// k groups: a kSmall CTA runs kBin1GemmKGroups groups of 4 warps (512 threads at <= 64 registers:
+// two CTAs per SM, so that the next call's CTAs start beside this call's), group j multiplying
+// every kBin1GemmKGroups-th 256-bit k-block, and adds the groups' sums through shared memory
+// (exact). It shortens each warp's serial chain of k-blocks: at m = 128 the tile's 4 warps alone
+// are one warp per scheduler, each waiting ~5.6 cycles per instruction (ncu). Taken
 // when the tile is kSmall (tile kAuto: bin1_gemm_choose_tile's), k has >= 2 kBin1GemmKGroups
 // k-blocks and the tiles fit one wave (<= sm_count); returns kBin1GemmKGroups or 1.
 constexpr int kBin1GemmKGroups = 4;
 int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, int64_t k, int sm_count);
+
+// CTAs of a case's tile (with 1 or kBin1GemmKGroups k groups) that fit on one SM of the current
+// device at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor, with the tile's shared memory).
+// Errors on tile kAuto and on k groups other than 1, or kBin1GemmKGroups with kSmall.
+int bin1_gemm_resident_ctas(Bin1GemmCase c, Bin1GemmTile tile, int k_groups);
 
 // a: (planes_a, m, tbits_row_words(k)) uint32; b: (planes_b, n, tbits_row_words(k)) uint32.
 // Launched with programmatic dependent launch (kernels/pdl.cuh): it may start while the kernel

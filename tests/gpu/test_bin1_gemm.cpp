@@ -525,6 +525,35 @@ TEST(Bin1GemmContract, TileChoice) {
     EXPECT_EQ(std::string(k::bin1_gemm_case_name(Bin1GemmCase::kBoolBin)), "bool_bin");
 }
 
+// The k-group CTAs (512 threads) fit two per SM, so the next call's CTAs start beside this call's;
+// the other tiles as many as before (at least one).
+TEST_F(Bin1GemmGpu, KGroupCtasFitTwoPerSm) {
+    for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
+                           Bin1GemmCase::kBoolBin}) {
+        SCOPED_TRACE(k::bin1_gemm_case_name(c));
+        EXPECT_GE(k::bin1_gemm_resident_ctas(c, Bin1GemmTile::kSmall, k::kBin1GemmKGroups), 2);
+        for (Bin1GemmTile t : {Bin1GemmTile::kTiny, Bin1GemmTile::kSmall, Bin1GemmTile::kMedium,
+                               Bin1GemmTile::kLarge})
+            EXPECT_GE(k::bin1_gemm_resident_ctas(c, t, 1), 1) << k::bin1_gemm_tile_name(t);
+    }
+}
+
+TEST(Bin1GemmContract, ResidentCtasNeedsATileAndItsKGroups) {
+    const auto rejected = [](Bin1GemmTile t, int groups, const std::string& part) {
+        try {
+            k::bin1_gemm_resident_ctas(Bin1GemmCase::kBoolTern, t, groups);
+        } catch (const trit::Error& e) {
+            if (std::string(e.what()).find(part) != std::string::npos) return ::testing::AssertionSuccess();
+            return ::testing::AssertionFailure() << e.what();
+        }
+        return ::testing::AssertionFailure() << "no trit::Error";
+    };
+    EXPECT_TRUE(rejected(Bin1GemmTile::kAuto, 1, "bool_tern): name a tile, not auto"));
+    EXPECT_TRUE(rejected(Bin1GemmTile::kMedium, k::kBin1GemmKGroups,
+                         "k_groups=4 must be 1, or 4 with the small tile (got tile medium)"));
+    EXPECT_TRUE(rejected(Bin1GemmTile::kSmall, 2, "k_groups=2 must be 1"));
+}
+
 // ---- timing (opt-in) -------------------------------------------------------------------------
 
 // Median of `reps` event-timed runs of fn, in microseconds.

@@ -513,7 +513,7 @@ class ShapeBench {
     // is bin1_gemm_choose_tile's, passed explicitly so the path column is the tile that ran (the
     // same as kAuto's choice).
     KernelRow b1_row(const B1Set& s, int64_t m, const MInputs& in, bool with_pack) {
-        const kn::Bin1GemmTile tile = kn::bin1_gemm_choose_tile(s.c, m, s.n, gpu_.sm_count());
+        const kn::Bin1GemmTile tile = kn::bin1_gemm_choose_tile(s.c, m, s.n, s.k, gpu_.sm_count());
         const int k_groups = kn::bin1_gemm_k_groups(s.c, tile, m, s.n, s.k, gpu_.sm_count());
         KernelRow r = row(with_pack ? "pack+b1_gemm" : "b1_gemm", s.name,
                           std::string(kn::bin1_gemm_tile_name(tile)) + (k_groups > 1 ? "+kg" + std::to_string(k_groups) : ""),

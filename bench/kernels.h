@@ -87,7 +87,7 @@ struct KernelRow {
     std::string kernel;
     std::string format;  // tern2, tern24, bt2, bin1_tern, bool_tern, tern_tern, fp16, int8, -
     // product: path taken (auto: choose_path's), "gemv*" when forced by --paths; b1: the tile
-    // bin1_gemm_choose_tile picks (tiny, small, medium, large), "small+kg4" with k groups
+    // bin1_gemm_choose_tile picks (tiny, small, medium, wide, large), "small+kg4" with k groups
     // (bin1_gemm_k_groups); else -
     std::string path;
     int64_t m = 0, n = 0, k = 0;

@@ -54,6 +54,7 @@ struct TileCfg {
 using TinyCfg = TileCfg<16, 64, 16, 16, 4>;
 using SmallCfg = TileCfg<32, 32, 16, 16, 4>;
 using MediumCfg = TileCfg<64, 64, 32, 32, 4>;
+using WideCfg = TileCfg<64, 128, 32, 32, 4>;  // 8 warps: each b row feeds twice the a rows
 using LargeCfg = TileCfg<128, 128, 64, 32, 4>;
 using LargeTernCfg = TileCfg<128, 64, 32, 32, 4>;  // two accumulator sets: a smaller warp tile
 using SmallKCfg = TileCfg<32, 32, 16, 16, 3, kBin1GemmKGroups>;  // 16 warps: one CTA per SM
@@ -576,6 +577,9 @@ int64_t tiles_of(Bin1GemmTile t, int64_t m, int64_t n, int64_t* tiles_m) {
         case Bin1GemmTile::kMedium:
             bm = MediumCfg::BM, bn = MediumCfg::BN;
             break;
+        case Bin1GemmTile::kWide:
+            bm = WideCfg::BM, bn = WideCfg::BN;
+            break;
         default:
             bm = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BM : LargeCfg::BM;
             bn = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BN : LargeCfg::BN;
@@ -630,6 +634,8 @@ int resident_ctas_of(Bin1GemmTile t, int k_groups) {
             return k_groups > 1 ? resident_ctas<C, SmallKCfg>() : resident_ctas<C, SmallCfg>();
         case Bin1GemmTile::kMedium:
             return resident_ctas<C, MediumCfg>();
+        case Bin1GemmTile::kWide:
+            return resident_ctas<C, WideCfg>();
         default:
             if constexpr (C == Bin1GemmCase::kTernTern) {
                 return resident_ctas<C, LargeTernCfg>();
@@ -652,6 +658,8 @@ void launch_tile(Bin1GemmTile t, const uint32_t* a, int64_t m, const uint32_t* b
             return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         case Bin1GemmTile::kMedium:
             return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
+        case Bin1GemmTile::kWide:
+            return launch<C, WideCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
         default:
             if constexpr (C == Bin1GemmCase::kTernTern) {
                 return launch<C, LargeTernCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
@@ -687,6 +695,8 @@ const char* bin1_gemm_tile_name(Bin1GemmTile t) {
             return "small";
         case Bin1GemmTile::kMedium:
             return "medium";
+        case Bin1GemmTile::kWide:
+            return "wide";
         case Bin1GemmTile::kLarge:
             return "large";
     }
@@ -701,16 +711,18 @@ int bin1_gemm_planes_b(Bin1GemmCase c) {
     return c == Bin1GemmCase::kBinTern || c == Bin1GemmCase::kBoolBin ? 1 : 2;
 }
 
-Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count) {
+Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int64_t k, int sm_count) {
     if (m <= TinyCfg::BM) return Bin1GemmTile::kTiny;
-    for (Bin1GemmTile t : {Bin1GemmTile::kLarge, Bin1GemmTile::kMedium}) {
+    const bool wide = bin1_gemm_planes_b(c) == 1 && k >= kBin1GemmWideMinK;
+    for (Bin1GemmTile t : {Bin1GemmTile::kLarge, Bin1GemmTile::kWide, Bin1GemmTile::kMedium}) {
+        if (t == Bin1GemmTile::kWide && !wide) continue;
         if (tiles_for(c, t, m, n, nullptr) >= sm_count) return t;
     }
     return Bin1GemmTile::kSmall;
 }
 
 int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, int64_t k, int sm_count) {
-    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, sm_count);
+    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, k, sm_count);
     if (tile != Bin1GemmTile::kSmall || k < 1) return 1;
     const int64_t kblocks = f::ceil_div(k, int64_t{f::kTbitsBlockBits});
     return kblocks >= 2 * kBin1GemmKGroups && tiles_for(c, tile, m, n, nullptr) <= sm_count ? kBin1GemmKGroups
@@ -772,7 +784,7 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
     TRIT_CHECK(major >= 8, "bin1_gemm(", cn, "): the b1 .and.popc mma needs compute capability ",
                ">= 8.0 (device ", device, " is ", major, ".x; m=", m, ", n=", n, ", k=", k, ")");
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, sm_count);
+    if (tile == Bin1GemmTile::kAuto) tile = bin1_gemm_choose_tile(c, m, n, k, sm_count);
     const int k_groups = bin1_gemm_k_groups(c, tile, m, n, k, sm_count);
     int64_t tiles_m = 0;
     const int64_t tiles = tiles_for(c, tile, m, n, &tiles_m);

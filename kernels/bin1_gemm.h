@@ -43,9 +43,10 @@ namespace trit::kernels {
 
 enum class Bin1GemmCase { kBinTern, kBoolTern, kTernTern, kBoolBin };
 
-// CTA tiles (BM x BN, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4, or 16 with k groups below),
-// kMedium 64 x 64 (4), kLarge 128 x 128 (8; kTernTern 128 x 64). kAuto: bin1_gemm_choose_tile.
-enum class Bin1GemmTile { kAuto, kTiny, kSmall, kMedium, kLarge };
+// CTA tiles (BM x BN = rows of a x rows of b, warps): kTiny 16 x 64 (4), kSmall 32 x 32 (4, or 16
+// with k groups below), kMedium 64 x 64 (4), kWide 64 x 128 (8), kLarge 128 x 128 (8; kTernTern
+// 128 x 64). kAuto: bin1_gemm_choose_tile.
+enum class Bin1GemmTile { kAuto, kTiny, kSmall, kMedium, kWide, kLarge };
 
 const char* bin1_gemm_case_name(Bin1GemmCase c);  // "bin_tern", "bool_tern", "tern_tern", "bool_bin"
 const char* bin1_gemm_tile_name(Bin1GemmTile t);  // "auto", "tiny", ...
@@ -55,8 +56,14 @@ int bin1_gemm_planes_a(Bin1GemmCase c);
 int bin1_gemm_planes_b(Bin1GemmCase c);
 
 // kTiny for m <= 16; else the largest tile whose grid still covers `sm_count` CTAs, kSmall when
-// none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones).
-Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int sm_count);
+// none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones). kWide is a
+// candidate only with a one-plane b (bin_tern, bool_bin: the weight GEMMs) and k >=
+// kBin1GemmWideMinK: its CTAs read 1 byte of operands per output and k-block against kMedium's
+// 1.5 (bin_tern), which pays where the k-loop's copies from L2 set the pace (H100,
+// docs/BENCHMARKS.md, session 21: 768 x 3072 at m = 2048 11.1 -> 10.0 us, 1024 x 4096 17.8 ->
+// 13.3) and lost 1-3 % at k = 768 and 2560.
+constexpr int64_t kBin1GemmWideMinK = 3072;
+Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int64_t k, int sm_count);
 
 // k groups: a kSmall CTA runs kBin1GemmKGroups groups of 4 warps (512 threads at <= 64 registers:
 // two CTAs per SM, so that the next call's CTAs start beside this call's), group j multiplying

@@ -289,7 +289,7 @@ std::vector<std::string> CudaModel::describe(int64_t m) const {
             int sms = 1;
             TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_.index()));
             s += std::string(boolean ? "bool" : "ternary") + " activations: tbits_quantize + bin1_gemm " +
-                 bin1_gemm_case_name(c) + " (tile " + bin1_gemm_tile_name(bin1_gemm_choose_tile(c, m, l->out, sms)) +
+                 bin1_gemm_case_name(c) + " (tile " + bin1_gemm_tile_name(bin1_gemm_choose_tile(c, m, l->out, l->in, sms)) +
                  ")";
         } else if (l->level_act) {
             std::string why;

@@ -307,7 +307,7 @@ TEST_P(Bin1GemmShapes, AccumulatorsMatchReferenceOnEveryTile) {
     const Operands o = make_operands(s.c, s.m, s.n, s.k, 1000 + s.m * 31 + s.n * 7 + s.k);
     bool b_early = false;  // both launch modes, in turn
     for (Bin1GemmTile tile : {Bin1GemmTile::kAuto, Bin1GemmTile::kTiny, Bin1GemmTile::kSmall,
-                              Bin1GemmTile::kMedium, Bin1GemmTile::kLarge}) {
+                              Bin1GemmTile::kMedium, Bin1GemmTile::kWide, Bin1GemmTile::kLarge}) {
         b_early = !b_early;
         SCOPED_TRACE(std::string("tile ") + k::bin1_gemm_tile_name(tile) + (b_early ? " b_early" : ""));
         expect_equal(run_acc(s.c, o, s.m, s.n, s.k, tile, b_early), o.ref, s.n, "acc");
@@ -506,16 +506,24 @@ TEST(Bin1GemmContract, EachRuleRejectedWithShape) {
 TEST(Bin1GemmContract, TileChoice) {
     constexpr int kSms = 132;
     const auto C = Bin1GemmCase::kBinTern;
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 1, 768, kSms), Bin1GemmTile::kTiny);
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 16, 3072, kSms), Bin1GemmTile::kTiny);
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 128, 768, kSms), Bin1GemmTile::kSmall);
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 512, 3072, kSms), Bin1GemmTile::kMedium);
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 4096, 3072, kSms), Bin1GemmTile::kLarge);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 1, 768, 768, kSms), Bin1GemmTile::kTiny);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 16, 3072, 768, kSms), Bin1GemmTile::kTiny);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 128, 768, 3072, kSms), Bin1GemmTile::kSmall);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 512, 3072, 768, kSms), Bin1GemmTile::kMedium);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 4096, 3072, 768, kSms), Bin1GemmTile::kLarge);
+    // wide (64 x 128): one-plane b, k >= 3072, >= one CTA per SM; else as before.
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 2048, 768, 3072, kSms), Bin1GemmTile::kWide);  // 192 tiles
+    EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kBoolBin, 2048, 1024, 4096, kSms), Bin1GemmTile::kWide);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 2048, 768, 2816, kSms), Bin1GemmTile::kMedium);  // k < 3072
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 1024, 768, 3072, kSms), Bin1GemmTile::kMedium);  // 96 wide tiles
+    // two-plane b (attention): never wide; tern_tern's large tile is 128 x 64 (192 tiles here).
+    EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kBoolTern, 2048, 768, 3072, kSms), Bin1GemmTile::kMedium);
+    EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kTernTern, 2048, 384, 3072, kSms), Bin1GemmTile::kMedium);
     // k groups: small tiles, >= 8 k-blocks, one wave.
     EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 128, 768, 3072, kSms), k::kBin1GemmKGroups);
     EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 128, 768, 1792, kSms), 1);   // 7 k-blocks
     EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 256, 768, 3072, kSms), 1);   // 192 tiles
-    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 2048, 768, 3072, kSms), 1);  // medium
+    EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kAuto, 2048, 768, 3072, kSms), 1);  // wide
     EXPECT_EQ(k::bin1_gemm_k_groups(C, Bin1GemmTile::kTiny, 8, 768, 3072, kSms), 1);
     EXPECT_EQ(k::bin1_gemm_planes_a(Bin1GemmCase::kBoolTern), 1);
     EXPECT_EQ(k::bin1_gemm_planes_b(Bin1GemmCase::kBinTern), 1);
@@ -533,7 +541,7 @@ TEST_F(Bin1GemmGpu, KGroupCtasFitTwoPerSm) {
         SCOPED_TRACE(k::bin1_gemm_case_name(c));
         EXPECT_GE(k::bin1_gemm_resident_ctas(c, Bin1GemmTile::kSmall, k::kBin1GemmKGroups), 2);
         for (Bin1GemmTile t : {Bin1GemmTile::kTiny, Bin1GemmTile::kSmall, Bin1GemmTile::kMedium,
-                               Bin1GemmTile::kLarge})
+                               Bin1GemmTile::kWide, Bin1GemmTile::kLarge})
             EXPECT_GE(k::bin1_gemm_resident_ctas(c, t, 1), 1) << k::bin1_gemm_tile_name(t);
     }
 }
@@ -619,7 +627,7 @@ TEST_F(Bin1GemmGpu, TimingBwtaShapes) {
             std::printf("bin_tern,%lld,%lld,%lld,%s,%.2f,%.2f,%.1f\n", (long long)m,
                         (long long)nk.n, (long long)nk.k,
                         k::bin1_gemm_tile_name(
-                            k::bin1_gemm_choose_tile(Bin1GemmCase::kBinTern, m, nk.n, sms)),
+                            k::bin1_gemm_choose_tile(Bin1GemmCase::kBinTern, m, nk.n, nk.k, sms)),
                         t_gemm, t_both, 2.0 * m * nk.n * nk.k / (t_gemm * 1e6));
         }
     }

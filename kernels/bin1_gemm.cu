@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(T::kThreads)
 // Tiles with k groups: at most 64 registers a thread, so that two 512-thread CTAs fit on an SM and
 // the next call's CTAs, triggered after this call's wait, start beside this call's instead of on
 // the SMs this one leaves idle only (H100, docs/BENCHMARKS.md, session 21: 768 x 3072 at m = 128
-// 3.81-3.83 -> 3.69-3.72 us; 75 registers before).
+// 3.78-3.80 -> 3.67-3.68 us; 75 registers before).
 template <Bin1GemmCase C, class T>
 __global__ void __launch_bounds__(T::kThreads, 2)
     bin1_gemm_kgroups_kernel(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, int64_t m,
@@ -731,7 +731,7 @@ int bin1_gemm_k_groups(Bin1GemmCase c, Bin1GemmTile tile, int64_t m, int64_t n, 
 
 int bin1_gemm_resident_ctas(Bin1GemmCase c, Bin1GemmTile tile, int k_groups) {
     TRIT_CHECK(tile != Bin1GemmTile::kAuto, "bin1_gemm_resident_ctas(", bin1_gemm_case_name(c),
-               "): name a tile, not auto (auto depends on m, n and the device)");
+               "): name a tile, not auto (auto depends on m, n, k and the device)");
     TRIT_CHECK(k_groups == 1 || (k_groups == kBin1GemmKGroups && tile == Bin1GemmTile::kSmall),
                "bin1_gemm_resident_ctas(", bin1_gemm_case_name(c), "): k_groups=", k_groups,
                " must be 1, or ", kBin1GemmKGroups, " with the small tile (got tile ",

@@ -715,7 +715,10 @@ Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int64_t
     if (m <= TinyCfg::BM) return Bin1GemmTile::kTiny;
     const bool wide = bin1_gemm_planes_b(c) == 1 && k >= kBin1GemmWideMinK;
     for (Bin1GemmTile t : {Bin1GemmTile::kLarge, Bin1GemmTile::kWide, Bin1GemmTile::kMedium}) {
-        if (t == Bin1GemmTile::kWide && !wide) continue;
+        if (t == Bin1GemmTile::kWide) {
+            if (wide && 5 * tiles_for(c, t, m, n, nullptr) >= 3 * int64_t{sm_count}) return t;
+            continue;
+        }
         if (tiles_for(c, t, m, n, nullptr) >= sm_count) return t;
     }
     return Bin1GemmTile::kSmall;

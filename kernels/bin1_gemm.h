@@ -58,10 +58,11 @@ int bin1_gemm_planes_b(Bin1GemmCase c);
 // kTiny for m <= 16; else the largest tile whose grid still covers `sm_count` CTAs, kSmall when
 // none does (these shapes are latency-bound: more CTAs beat fewer, fuller ones). kWide is a
 // candidate only with a one-plane b (bin_tern, bool_bin: the weight GEMMs) and k >=
-// kBin1GemmWideMinK: its CTAs read 1 byte of operands per output and k-block against kMedium's
-// 1.5 (bin_tern), which pays where the k-loop's copies from L2 set the pace (H100,
-// docs/BENCHMARKS.md, session 21: 768 x 3072 at m = 2048 11.1 -> 10.0 us, 1024 x 4096 17.8 ->
-// 13.3) and lost 1-3 % at k = 768 and 2560.
+// kBin1GemmWideMinK, and is taken from 3/5 of `sm_count` tiles: its CTAs (two per SM) read 1 byte
+// of operands per output and k-block against kMedium's 1.5 (bin_tern), which pays where the
+// k-loop's copies from L2 set the pace (H100, docs/BENCHMARKS.md, session 21: 768 x 3072 at m =
+// 2048 11.1 -> 10.0 us, 1024 x 4096 17.8 -> 13.3, at m = 1024 10.8 -> 9.2 on 128 tiles; 2-7 %
+// from 80 tiles) and lost 1-3 % at k = 768 and 2560, 2-6 % on 72 tiles.
 constexpr int64_t kBin1GemmWideMinK = 3072;
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int64_t k, int sm_count);
 

@@ -511,11 +511,14 @@ TEST(Bin1GemmContract, TileChoice) {
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 128, 768, 3072, kSms), Bin1GemmTile::kSmall);
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 512, 3072, 768, kSms), Bin1GemmTile::kMedium);
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 4096, 3072, 768, kSms), Bin1GemmTile::kLarge);
-    // wide (64 x 128): one-plane b, k >= 3072, >= one CTA per SM; else as before.
+    // wide (64 x 128): one-plane b, k >= 3072, tiles >= 3/5 of the SMs; else as before.
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 2048, 768, 3072, kSms), Bin1GemmTile::kWide);  // 192 tiles
     EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kBoolBin, 2048, 1024, 4096, kSms), Bin1GemmTile::kWide);
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 2048, 768, 2816, kSms), Bin1GemmTile::kMedium);  // k < 3072
-    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 1024, 768, 3072, kSms), Bin1GemmTile::kMedium);  // 96 wide tiles
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 1024, 768, 3072, kSms), Bin1GemmTile::kWide);    // 96 wide tiles
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 256, 2560, 3072, kSms), Bin1GemmTile::kWide);    // 80
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 768, 768, 3072, kSms), Bin1GemmTile::kMedium);   // 72
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, 256, 768, 3072, kSms), Bin1GemmTile::kSmall);    // 24
     // two-plane b (attention): never wide; tern_tern's large tile is 128 x 64 (192 tiles here).
     EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kBoolTern, 2048, 768, 3072, kSms), Bin1GemmTile::kMedium);
     EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kTernTern, 2048, 384, 3072, kSms), Bin1GemmTile::kMedium);

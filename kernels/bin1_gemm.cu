@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "exporters/formats/tbits.h"
@@ -564,43 +565,53 @@ bool mul_fits(int64_t x, int64_t y) {
     return !__builtin_mul_overflow(x, y, &r);
 }
 
-template <Bin1GemmCase C>
-int64_t tiles_of(Bin1GemmTile t, int64_t m, int64_t n, int64_t* tiles_m) {
-    int bm = 0, bn = 0;
+template <class T>
+struct Tag {
+    using type = T;
+};
+
+// f(std::integral_constant<Bin1GemmCase, c>{}): case c as a compile-time constant.
+template <class F>
+decltype(auto) with_case(Bin1GemmCase c, F&& f) {
+    switch (c) {
+        case Bin1GemmCase::kBinTern:
+            return f(std::integral_constant<Bin1GemmCase, Bin1GemmCase::kBinTern>{});
+        case Bin1GemmCase::kBoolTern:
+            return f(std::integral_constant<Bin1GemmCase, Bin1GemmCase::kBoolTern>{});
+        case Bin1GemmCase::kTernTern:
+            return f(std::integral_constant<Bin1GemmCase, Bin1GemmCase::kTernTern>{});
+        default:
+            return f(std::integral_constant<Bin1GemmCase, Bin1GemmCase::kBoolBin>{});
+    }
+}
+
+// f(Tag<TileCfg>) for tile t (not kAuto) of case C, with k_groups (1, or kBin1GemmKGroups on kSmall).
+template <Bin1GemmCase C, class F>
+decltype(auto) with_tile(Bin1GemmTile t, int k_groups, F&& f) {
     switch (t) {
         case Bin1GemmTile::kTiny:
-            bm = TinyCfg::BM, bn = TinyCfg::BN;
-            break;
+            return f(Tag<TinyCfg>{});
         case Bin1GemmTile::kSmall:
-            bm = SmallCfg::BM, bn = SmallCfg::BN;
-            break;
+            return k_groups > 1 ? f(Tag<SmallKCfg>{}) : f(Tag<SmallCfg>{});
         case Bin1GemmTile::kMedium:
-            bm = MediumCfg::BM, bn = MediumCfg::BN;
-            break;
+            return f(Tag<MediumCfg>{});
         case Bin1GemmTile::kWide:
-            bm = WideCfg::BM, bn = WideCfg::BN;
-            break;
+            return f(Tag<WideCfg>{});
         default:
-            bm = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BM : LargeCfg::BM;
-            bn = C == Bin1GemmCase::kTernTern ? LargeTernCfg::BN : LargeCfg::BN;
-            break;
+            using Large = std::conditional_t<C == Bin1GemmCase::kTernTern, LargeTernCfg, LargeCfg>;
+            return f(Tag<Large>{});
     }
-    const int64_t tm = f::ceil_div(m, bm), tn = f::ceil_div(n, bn);
-    if (tiles_m != nullptr) *tiles_m = tm;
-    return mul_fits(tm, tn) ? tm * tn : std::numeric_limits<int64_t>::max();
 }
 
 int64_t tiles_for(Bin1GemmCase c, Bin1GemmTile t, int64_t m, int64_t n, int64_t* tiles_m) {
-    switch (c) {
-        case Bin1GemmCase::kBinTern:
-            return tiles_of<Bin1GemmCase::kBinTern>(t, m, n, tiles_m);
-        case Bin1GemmCase::kBoolTern:
-            return tiles_of<Bin1GemmCase::kBoolTern>(t, m, n, tiles_m);
-        case Bin1GemmCase::kBoolBin:
-            return tiles_of<Bin1GemmCase::kBoolBin>(t, m, n, tiles_m);
-        default:
-            return tiles_of<Bin1GemmCase::kTernTern>(t, m, n, tiles_m);
-    }
+    return with_case(c, [&](auto cs) {
+        return with_tile<decltype(cs)::value>(t, 1, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            const int64_t tm = f::ceil_div(m, int64_t{T::BM}), tn = f::ceil_div(n, int64_t{T::BN});
+            if (tiles_m != nullptr) *tiles_m = tm;
+            return mul_fits(tm, tn) ? tm * tn : std::numeric_limits<int64_t>::max();
+        });
+    });
 }
 
 // Launched with PDL (kernels/pdl.cuh): the kernel waits before it reads a and the x scales, and
@@ -623,50 +634,6 @@ int resident_ctas() {
     TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel_of<C, T>(), T::kThreads,
                                                                   smem_bytes<C, T>()));
     return ctas;
-}
-
-template <Bin1GemmCase C>
-int resident_ctas_of(Bin1GemmTile t, int k_groups) {
-    switch (t) {
-        case Bin1GemmTile::kTiny:
-            return resident_ctas<C, TinyCfg>();
-        case Bin1GemmTile::kSmall:
-            return k_groups > 1 ? resident_ctas<C, SmallKCfg>() : resident_ctas<C, SmallCfg>();
-        case Bin1GemmTile::kMedium:
-            return resident_ctas<C, MediumCfg>();
-        case Bin1GemmTile::kWide:
-            return resident_ctas<C, WideCfg>();
-        default:
-            if constexpr (C == Bin1GemmCase::kTernTern) {
-                return resident_ctas<C, LargeTernCfg>();
-            } else {
-                return resident_ctas<C, LargeCfg>();
-            }
-    }
-}
-
-template <Bin1GemmCase C>
-void launch_tile(Bin1GemmTile t, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
-                 int64_t kblocks, int64_t tiles_m, int64_t tiles, const ProductOut& out, bool b_early,
-                 int k_groups, cudaStream_t stream) {
-    switch (t) {
-        case Bin1GemmTile::kTiny:
-            return launch<C, TinyCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-        case Bin1GemmTile::kSmall:
-            if (k_groups > 1)
-                return launch<C, SmallKCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-            return launch<C, SmallCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-        case Bin1GemmTile::kMedium:
-            return launch<C, MediumCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-        case Bin1GemmTile::kWide:
-            return launch<C, WideCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-        default:
-            if constexpr (C == Bin1GemmCase::kTernTern) {
-                return launch<C, LargeTernCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-            } else {
-                return launch<C, LargeCfg>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
-            }
-    }
 }
 
 }  // namespace
@@ -714,13 +681,11 @@ int bin1_gemm_planes_b(Bin1GemmCase c) {
 Bin1GemmTile bin1_gemm_choose_tile(Bin1GemmCase c, int64_t m, int64_t n, int64_t k, int sm_count) {
     if (m <= TinyCfg::BM) return Bin1GemmTile::kTiny;
     const bool wide = bin1_gemm_planes_b(c) == 1 && k >= kBin1GemmWideMinK;
-    for (Bin1GemmTile t : {Bin1GemmTile::kLarge, Bin1GemmTile::kWide, Bin1GemmTile::kMedium}) {
-        if (t == Bin1GemmTile::kWide) {
-            if (wide && 5 * tiles_for(c, t, m, n, nullptr) >= 3 * int64_t{sm_count}) return t;
-            continue;
-        }
-        if (tiles_for(c, t, m, n, nullptr) >= sm_count) return t;
-    }
+    if (tiles_for(c, Bin1GemmTile::kLarge, m, n, nullptr) >= sm_count) return Bin1GemmTile::kLarge;
+    // From 3/5 of sm_count tiles (tiles_for saturates at INT64_MAX: compare against a quotient).
+    if (wide && tiles_for(c, Bin1GemmTile::kWide, m, n, nullptr) >= (3 * int64_t{sm_count} + 4) / 5)
+        return Bin1GemmTile::kWide;
+    if (tiles_for(c, Bin1GemmTile::kMedium, m, n, nullptr) >= sm_count) return Bin1GemmTile::kMedium;
     return Bin1GemmTile::kSmall;
 }
 
@@ -739,16 +704,10 @@ int bin1_gemm_resident_ctas(Bin1GemmCase c, Bin1GemmTile tile, int k_groups) {
                "bin1_gemm_resident_ctas(", bin1_gemm_case_name(c), "): k_groups=", k_groups,
                " must be 1, or ", kBin1GemmKGroups, " with the small tile (got tile ",
                bin1_gemm_tile_name(tile), ")");
-    switch (c) {
-        case Bin1GemmCase::kBinTern:
-            return resident_ctas_of<Bin1GemmCase::kBinTern>(tile, k_groups);
-        case Bin1GemmCase::kBoolTern:
-            return resident_ctas_of<Bin1GemmCase::kBoolTern>(tile, k_groups);
-        case Bin1GemmCase::kTernTern:
-            return resident_ctas_of<Bin1GemmCase::kTernTern>(tile, k_groups);
-        default:
-            return resident_ctas_of<Bin1GemmCase::kBoolBin>(tile, k_groups);
-    }
+    return with_case(c, [&](auto cs) {
+        constexpr Bin1GemmCase C = decltype(cs)::value;
+        return with_tile<C>(tile, k_groups, [](auto tag) { return resident_ctas<C, typename decltype(tag)::type>(); });
+    });
 }
 
 void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, int64_t n,
@@ -795,20 +754,12 @@ void bin1_gemm(Bin1GemmCase c, const uint32_t* a, int64_t m, const uint32_t* b, 
                ", n=", n, ", k=", k, " needs ", tiles, " ", bin1_gemm_tile_name(tile),
                " tiles, more than a grid holds (2^31 - 1)");
     const int64_t kblocks = rw / f::kTbitsBlockWords;
-    switch (c) {
-        case Bin1GemmCase::kBinTern:
-            return launch_tile<Bin1GemmCase::kBinTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, b_early, k_groups, stream);
-        case Bin1GemmCase::kBoolTern:
-            return launch_tile<Bin1GemmCase::kBoolTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, b_early, k_groups, stream);
-        case Bin1GemmCase::kTernTern:
-            return launch_tile<Bin1GemmCase::kTernTern>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                        out, b_early, k_groups, stream);
-        case Bin1GemmCase::kBoolBin:
-            return launch_tile<Bin1GemmCase::kBoolBin>(tile, a, m, b, n, kblocks, tiles_m, tiles,
-                                                       out, b_early, k_groups, stream);
-    }
+    with_case(c, [&](auto cs) {
+        constexpr Bin1GemmCase C = decltype(cs)::value;
+        with_tile<C>(tile, k_groups, [&](auto tag) {
+            launch<C, typename decltype(tag)::type>(a, m, b, n, kblocks, tiles_m, tiles, out, b_early, stream);
+        });
+    });
 }
 
 }  // namespace trit::kernels

@@ -519,6 +519,8 @@ TEST(Bin1GemmContract, TileChoice) {
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 256, 2560, 3072, kSms), Bin1GemmTile::kWide);    // 80
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 768, 768, 3072, kSms), Bin1GemmTile::kMedium);   // 72
     EXPECT_EQ(k::bin1_gemm_choose_tile(C, 256, 768, 3072, kSms), Bin1GemmTile::kSmall);    // 24
+    EXPECT_EQ(k::bin1_gemm_choose_tile(C, int64_t{1} << 40, int64_t{1} << 40, 4096, kSms),
+              Bin1GemmTile::kLarge);  // tile counts past int64 saturate
     // two-plane b (attention): never wide; tern_tern's large tile is 128 x 64 (192 tiles here).
     EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kBoolTern, 2048, 768, 3072, kSms), Bin1GemmTile::kMedium);
     EXPECT_EQ(k::bin1_gemm_choose_tile(Bin1GemmCase::kTernTern, 2048, 384, 3072, kSms), Bin1GemmTile::kMedium);

@@ -2,7 +2,8 @@
 // 256-bit blocks (one m16n8k256 per fragment pair), STAGES-deep cp.async pipeline into shared
 // memory, ldmatrix.x4 to fragments, several m16 x n8 mma tiles per warp, popcount algebra and
 // the optional float epilogue in registers. kSmall CTAs on long k can run k groups of warps over
-// alternate k-blocks (TileCfg's KS, bin1_gemm_k_groups). No LibTorch here.
+// alternate k-blocks (TileCfg's KS, bin1_gemm_k_groups), starting at a k-stage set by their column
+// tile. No LibTorch here.
 //
 // Shared memory per stage, for each of its KS k-blocks: the A planes (pa, BM rows, 32 bytes) then
 // the B planes (pb, BN, 32 B).
@@ -153,6 +154,16 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
     // before the k-loop, and a stage adds its k offset; smaller tiles work them out per stage,
     // which starts their first loads sooner (docs/BENCHMARKS.md, session 17).
     const int64_t stages = (kblocks + T::KS - 1) / T::KS;
+    // k-group tiles walk their stages rotated by the tile's column index: stage sb loads k-stage
+    // (sb + rot) mod stages (a sum over k-blocks in any order is exact). Without it the 24 CTAs of
+    // 768 x 3072 at m = 128 that share rows of a all copy the same k-blocks of a at once; with it,
+    // 3-5 % less time at k = 2560-4096 and up to 1 % more at 8192 (H100, docs/BENCHMARKS.md,
+    // session 22; the same with a 32-bit modulo measured up to 2 % slower than this).
+    const int64_t rot = T::KS > 1 ? (tile / tiles_m) % stages : 0;
+    const auto kstage = [&](int64_t sb) {
+        const int64_t x = sb + rot;
+        return x >= stages ? x - stages : x;
+    };
     constexpr bool kPlanned = T::BM >= 64;
     constexpr int kAllA = T::KS * PA * T::BM * 2, kAllB = T::KS * PB * T::BN * 2;
     static_assert(!kPlanned ||
@@ -204,7 +215,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
                 if (kAllA % T::kThreads != 0 && idx >= kAllA) break;
                 const int j = idx / kChunksA, x = idx % kChunksA;
                 const int p = x / (T::BM * 2), r = (x / 2) % T::BM, c = x % 2;
-                const int64_t kb = sb * T::KS + j;
+                const int64_t kb = kstage(sb) * T::KS + j;
                 const bool ok = m0 + r < m && kb < kblocks;
                 const uint32_t* src = a + p * m * rw + (ok ? (m0 + r) * rw + kb * 8 + c * 4 : 0);
                 cp_async_16(stage + j * kSubBytes + p * T::BM * kRowBytes + swizzled(r, c), src,
@@ -224,7 +235,7 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
                 if (kAllB % T::kThreads != 0 && idx >= kAllB) break;
                 const int j = idx / kChunksB, x = idx % kChunksB;
                 const int p = x / (T::BN * 2), r = (x / 2) % T::BN, c = x % 2;
-                const int64_t kb = sb * T::KS + j;
+                const int64_t kb = kstage(sb) * T::KS + j;
                 const bool ok = n0 + r < n && kb < kblocks;
                 const uint32_t* src = b + p * n * rw + (ok ? (n0 + r) * rw + kb * 8 + c * 4 : 0);
                 cp_async_16(

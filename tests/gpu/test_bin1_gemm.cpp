@@ -551,6 +551,26 @@ TEST_F(Bin1GemmGpu, KGroupCtasFitTwoPerSm) {
     }
 }
 
+// k-group tiles walk their stages rotated by the tile's column index: every rotation (up to 24
+// column tiles), stage counts 3 to 8, last stages holding 1 to 4 k-blocks, a partial last k-block
+// and a partial last column tile, all exact.
+TEST_F(Bin1GemmGpu, KGroupRotatedStagesExact) {
+    int device = 0, sms = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t col_tiles = std::min(sms, 24);
+    for (Bin1GemmCase c : {Bin1GemmCase::kBinTern, Bin1GemmCase::kBoolTern, Bin1GemmCase::kTernTern,
+                           Bin1GemmCase::kBoolBin})
+        for (int64_t kk : {2049, 2560, 3072, 4097, 6000, 8192}) {
+            const int64_t m = 30, n = 32 * col_tiles - 5;
+            SCOPED_TRACE(std::string(k::bin1_gemm_case_name(c)) + " k=" + std::to_string(kk));
+            ASSERT_EQ(k::bin1_gemm_k_groups(c, Bin1GemmTile::kAuto, m, n, kk, sms), k::kBin1GemmKGroups);
+            const Operands o = make_operands(c, m, n, kk, 7000 + kk);
+            expect_equal(run_acc(c, o, m, n, kk, Bin1GemmTile::kAuto), o.ref, n, "acc");
+            expect_equal(run_acc(c, o, m, n, kk, Bin1GemmTile::kAuto, true), o.ref, n, "acc b_early");
+        }
+}
+
 TEST(Bin1GemmContract, ResidentCtasNeedsATileAndItsKGroups) {
     const auto rejected = [](Bin1GemmTile t, int groups, const std::string& part) {
         try {

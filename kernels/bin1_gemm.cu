@@ -68,7 +68,7 @@ template <Bin1GemmCase C, class T>
 constexpr int smem_bytes() {
     const int pipeline = T::STAGES * T::KS *
                          (CaseTraits<C>::kPlanesA * T::BM + CaseTraits<C>::kPlanesB * T::BN) * kRowBytes;
-    const int partials = (T::KS - 1) * T::BM * kPartStride<T> * 4;
+    const int partials = (T::KS > 1 ? T::KS : 0) * T::BM * kPartStride<T> * 4;
     return pipeline > partials ? pipeline : partials;
 }
 
@@ -467,13 +467,15 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
             return acc[0][i][j][2 * h + e] - 2 * acc[Tr::kAccSets - 1][i][j][2 * h + e];
         }
     };
-    // KS > 1: groups 1.. write their values into shared memory (the pipeline's, now idle), group 0
-    // adds them (in group order: exact, int32) and stores.
+    // KS > 1: every group writes its values into shared memory (the pipeline's, now idle), then
+    // group wk adds the KS groups' values of the blocks (i, h, j) numbered wk, wk + KS, ... (int32:
+    // exact in any order) and stores them: the epilogue spread over all the warps rather than run
+    // by group 0 alone, 1-3 % less time at m = 128 (H100, docs/BENCHMARKS.md, session 22).
     const int* part = reinterpret_cast<const int*>(smem);
     if constexpr (T::KS > 1) {
         __syncthreads();  // every warp is done with the pipeline's shared memory
-        if (wk > 0) {
-            int* mine = reinterpret_cast<int*>(smem) + (wk - 1) * T::BM * kPartStride<T>;
+        {
+            int* mine = reinterpret_cast<int*>(smem) + wk * T::BM * kPartStride<T>;
 #pragma unroll
             for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -485,7 +487,6 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
                             make_int2(value(i, h, j, 0), value(i, h, j, 1));
         }
         __syncthreads();
-        if (wk > 0) return;
     }
 
     // Columns 2t and 2t + 1 of a tile are adjacent: one 8-byte store when both exist and the
@@ -502,13 +503,20 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
             for (int j = 0; j < NT; ++j) {
                 const int64_t col = n0 + wn * T::WN + j * 8 + 2 * t;
                 if (col >= n) continue;
-                int v[2] = {value(i, h, j, 0), value(i, h, j, 1)};
+                int v[2];
+                if constexpr (T::KS > 1) {
+                    // group wk finishes the blocks (i, h, j) numbered wk, wk + KS, ...
+                    if (((i * 2 + h) * NT + j) % T::KS != wk) continue;
+                    v[0] = v[1] = 0;
 #pragma unroll
-                for (int q = 1; q < T::KS; ++q) {
-                    const int2 o = *reinterpret_cast<const int2*>(
-                        part + ((q - 1) * T::BM + wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
-                        wn * T::WN + j * 8 + 2 * t);
-                    v[0] += o.x, v[1] += o.y;
+                    for (int q = 0; q < T::KS; ++q) {
+                        const int2 o = *reinterpret_cast<const int2*>(
+                            part + (q * T::BM + wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
+                            wn * T::WN + j * 8 + 2 * t);
+                        v[0] += o.x, v[1] += o.y;
+                    }
+                } else {
+                    v[0] = value(i, h, j, 0), v[1] = value(i, h, j, 1);
                 }
                 const bool both = col + 1 < n;
                 if (!fused) {

@@ -474,18 +474,16 @@ __device__ __forceinline__ void gemm_tile(const uint32_t* __restrict__ a, const 
     const int* part = reinterpret_cast<const int*>(smem);
     if constexpr (T::KS > 1) {
         __syncthreads();  // every warp is done with the pipeline's shared memory
-        {
-            int* mine = reinterpret_cast<int*>(smem) + wk * T::BM * kPartStride<T>;
+        int* mine = reinterpret_cast<int*>(smem) + wk * T::BM * kPartStride<T>;
 #pragma unroll
-            for (int i = 0; i < MT; ++i)
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-                for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < 2; ++h)
 #pragma unroll
-                    for (int j = 0; j < NT; ++j)
-                        *reinterpret_cast<int2*>(mine + (wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
-                                                 wn * T::WN + j * 8 + 2 * t) =
-                            make_int2(value(i, h, j, 0), value(i, h, j, 1));
-        }
+                for (int j = 0; j < NT; ++j)
+                    *reinterpret_cast<int2*>(mine + (wm * T::WM + i * 16 + g + h * 8) * kPartStride<T> +
+                                             wn * T::WN + j * 8 + 2 * t) =
+                        make_int2(value(i, h, j, 0), value(i, h, j, 1));
         __syncthreads();
     }
 

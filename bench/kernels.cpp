@@ -251,8 +251,7 @@ void time_row(Gpu& gpu, KernelRow& row, int64_t copies, const std::function<void
 
 kn::ProductPath product_path(const std::string& name) {
     if (name == "gemv") return kn::ProductPath::kGemv;
-    if (name == "gemm" || name == "gemm.mma_sync" || name == "gemm.wgmma")
-        return kn::ProductPath::kGemm;
+    if (name == "gemm" || name.rfind("gemm.", 0) == 0) return kn::ProductPath::kGemm;
     if (name == "generic") return kn::ProductPath::kGeneric;
     return kn::ProductPath::kAuto;
 }
@@ -457,9 +456,12 @@ class ShapeBench {
                 return r;
             }
         }
+        // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
+        const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
-                                                 : path_arg == "gemm.wgmma" ? kn::Tern2GemmVariant::kWgmma
-                                                                            : kn::Tern2GemmVariant::kMmaSync);
+                                                 : wgmma ? kn::Tern2GemmVariant::kWgmma
+                                                         : kn::Tern2GemmVariant::kMmaSync);
+        const kn::ScopedTern2GemmTokens tokens(wgmma_tokens_path(path_arg));
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
             if (with_act)

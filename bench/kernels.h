@@ -60,8 +60,9 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma (product() rows only; the last two
-    // force that tern2 GEMM kernel, tern2 and tern24 rows only)
+    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, gemm.wgmma.t<N> (product() rows only;
+    // the gemm.* paths force that tern2 GEMM kernel, and t<N> its tokens per tile, tern2 and
+    // tern24 rows only)
     std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
@@ -77,6 +78,8 @@ std::vector<KernelShape> parse_shapes(const std::string& text);        // "NxK,N
 std::vector<int64_t> parse_m_list(const std::string& text);            // "1,16,64"
 std::vector<KernelFormat> parse_format_list(const std::string& text);  // "tern2,bin1_tern"
 std::vector<std::string> parse_path_list(const std::string& text);     // "auto,gemv"
+// N of a "gemm.wgmma.t<N>" path whose N is a tile's token count of the wgmma kernel, else 0.
+int wgmma_tokens_path(const std::string& path);
 // Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,128,2048, 0.25 s per
 // case, each unless given), every value checked.
 KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& args);

@@ -8,6 +8,7 @@
 #include "bench/kernels.h"
 #include "core/error.h"
 #include "exporters/format_table.h"
+#include "kernels/tern2_gemm_sm90_tile.h"
 
 namespace trit::bench {
 namespace {
@@ -124,19 +125,31 @@ std::vector<KernelFormat> parse_format_list(const std::string& text) {
     return formats;
 }
 
+int wgmma_tokens_path(const std::string& path) {
+    const std::string prefix = "gemm.wgmma.t";
+    // Digits only, no leading zero, at most three (so that stoi cannot overflow).
+    if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() ||
+        path.size() > prefix.size() + 3 || path[prefix.size()] == '0' ||
+        path.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+        return 0;
+    const int tokens = std::stoi(path.substr(prefix.size()));
+    return kernels::detail::tern2_gemm_sm90_tokens_ok(tokens) ? tokens : 0;
+}
+
 std::vector<std::string> parse_path_list(const std::string& text) {
     std::vector<std::string> paths;
     for (const std::string& item : split_list(text)) {
         TRIT_CHECK(item == "auto" || item == "gemv" || item == "gemm" || item == "generic" ||
-                       item == "gemm.mma_sync" || item == "gemm.wgmma",
-                   "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync or gemm.wgmma "
-                   "(comma-separated), got '",
-                   item, "'");
+                       item == "gemm.mma_sync" || item == "gemm.wgmma" ||
+                       wgmma_tokens_path(item) > 0,
+                   "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma or "
+                   "gemm.wgmma.t<N> (N: ", kernels::detail::kTern2GemmSm90TokensText,
+                   "), comma-separated, got '", item, "'");
         paths.push_back(item);
     }
     TRIT_CHECK(!paths.empty(),
-               "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync or gemm.wgmma, got an "
-               "empty list");
+               "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma or "
+               "gemm.wgmma.t<N>, got an empty list");
     check_unique(
         "--paths", paths, [](const std::string& p) { return p; }, text);
     return paths;

@@ -37,7 +37,9 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
     k->add_option("--paths", a->paths,
                   "Product paths, comma-separated: auto, gemv, gemm, generic, and gemm.mma_sync / "
                   "gemm.wgmma (the gemm path with that tern2 GEMM kernel forced; tern2 and tern24 "
-                  "rows only); default auto (the b1 GEMMs always run the tile their chooser "
+                  "rows only; gemm.wgmma.t<N>, N one of 96, 128, 160, 176, 256, also forces its "
+                  "tokens per tile); "
+                  "default auto (the b1 GEMMs always run the tile their chooser "
                   "picks, shown in the path column)");
     k->add_option("--reps", a->reps,
                   "Timed samples per case (at most; a case stops after ~1 s of GPU time)")

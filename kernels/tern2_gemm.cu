@@ -356,6 +356,7 @@ bool aligned16(const void* p) {
 }
 
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
+std::atomic<int> g_tokens{0};
 
 // Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. Its CTAs own
 // (128 tokens, 128 or 256 weights) tiles, so its time hardly changes up to m = 128, and it needs
@@ -419,6 +420,17 @@ Tern2GemmVariant tern2_gemm_variant() {
     return g_variant.load();
 }
 
+void set_tern2_gemm_tokens(int tokens) {
+    TRIT_CHECK(tokens == 0 || detail::tern2_gemm_sm90_tokens_ok(tokens),
+               "set_tern2_gemm_tokens: tokens per tile of the wgmma kernel must be 0 (its own ",
+               "choice), ", detail::kTern2GemmSm90TokensText, ", got ", tokens);
+    g_tokens.store(tokens);
+}
+
+int tern2_gemm_tokens() {
+    return g_tokens.load();
+}
+
 std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
     if (m < 1 || w.n < 1 || w.k < 1 || group < 1) return "m, n, k and group must all be >= 1";
@@ -467,6 +479,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         s.k = w.k;
         s.out = out;
         s.codes_early = w.pdl;
+        s.tokens = tern2_gemm_tokens();
         if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
         return detail::tern2_gemm_sm90(s, sms, stream);
     }

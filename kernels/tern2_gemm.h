@@ -63,6 +63,22 @@ Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();
 
+// The wgmma kernel's tokens per tile (detail::Tern2GemmSm90Args::tokens): 0, its launcher's choice
+// (the default); one of detail::kTern2GemmSm90Tokens forced (tests and benchmarks; 128 is the
+// kernel's 128-token tiles alone, as before the others existed). Process-wide (atomic). Throws
+// trit::Error, naming the value, for anything else.
+void set_tern2_gemm_tokens(int tokens);
+int tern2_gemm_tokens();
+
+// Forces the wgmma kernel's tokens per tile while it lives, then restores 0.
+class ScopedTern2GemmTokens {
+  public:
+    explicit ScopedTern2GemmTokens(int tokens) { set_tern2_gemm_tokens(tokens); }
+    ~ScopedTern2GemmTokens() { set_tern2_gemm_tokens(0); }
+    ScopedTern2GemmTokens(const ScopedTern2GemmTokens&) = delete;
+    ScopedTern2GemmTokens& operator=(const ScopedTern2GemmTokens&) = delete;
+};
+
 // Forces a variant while it lives, then restores kAuto (tests and benchmarks).
 class ScopedTern2GemmVariant {
   public:

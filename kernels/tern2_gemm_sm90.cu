@@ -1,14 +1,16 @@
 // tern2 x int8 GEMM for Hopper (sm_90a only; see kernels/tern2_gemm_sm90.h). One CTA computes a
-// (BM weights, 128 tokens) tile of the transposed product with 3 warp groups:
+// (BM weights, BN tokens) tile of the transposed product with 3 warp groups:
 //   - a producer: one thread streams k-tiles of 128 columns through an S-stage ring with the
-//     tensor memory accelerator (TMA), x as 128 token rows x 128 bytes in wgmma's 128-byte
+//     tensor memory accelerator (TMA), x as BN token rows x 128 bytes in wgmma's 128-byte
 //     swizzle and the codes as BM rows x 32 bytes, each stage completing on an mbarrier;
 //   - two consumers, each owning BM / 2 weight rows as MW m64 blocks of
-//     wgmma.m64n128k32.s32.s8.s8, with the A operand in registers (codes decoded from shared
+//     wgmma.m64nBNk32.s32.s8.s8, with the A operand in registers (codes decoded from shared
 //     memory in natural column order, as wgmma's B operand x is laid out) and x read through a
 //     shared-memory descriptor. A consumer decodes k-tile kt + 1 into its second set of A
 //     registers while the tensor cores run k-tile kt, then releases kt's stage.
-// TMA zero-fills what lies past m, n and k. No LibTorch.
+// TMA zero-fills what lies past m, n and k. No LibTorch. The tiles (Config aliases below): BM = 256
+// with BN = 128 (wide), or BM = 128 with BN = 96, 128, 160, 176 or 256, picked on the host by
+// tern2_gemm_sm90_tile (kernels/tern2_gemm_sm90_tile.h) so that the busiest SM has the least work.
 //
 // Work split (Sched): CTAs are persistent. Tiles [0, tiles_dp) run whole ("data parallel"), CTA
 // b taking b, b + grid, ...; the k-tiles of the remaining tiles, in order, are cut into grid
@@ -58,17 +60,17 @@ constexpr int kThreads = 3 * kWarpGroup;  // producer + 2 consumers
 constexpr int kKS = 128;                  // k columns per stage: one 128-byte swizzled x row
 constexpr int kKSteps = kKS / 32;         // wgmma k32 steps per stage
 constexpr int kCodeRowBytes = kKS / fmt::kTern2CodesPerByte;  // 32
-constexpr int kBN = 128;                                      // tokens per CTA (wgmma N)
-constexpr int kXStageBytes = kBN * kKS;                       // 16 KiB, whole 1 KiB swizzle atoms
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 * 232 = 384 * 168
 constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
 
 // MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages, the y tile
-// staged YR tokens at a time.
-template <int MW, int S, int YR>
+// staged YR tokens at a time, BN tokens per tile (wgmma N, one of kTern2GemmSm90Tokens).
+template <int MW, int S, int YR, int BN>
 struct Config {
-    static constexpr int kMW = MW, kStages = S;
+    static constexpr int kMW = MW, kStages = S, kBN = BN;
     static constexpr int kBM = 2 * 64 * MW;  // <= 256: one TMA box of codes
+    static constexpr int kAccRegs = BN / 2;  // a thread's share of an m64 x BN block
+    static constexpr int kXStageBytes = BN * kKS;  // whole 1 KiB swizzle atoms (BN % 8 == 0)
     static constexpr int kCStageBytes = kBM * kCodeRowBytes;
     static constexpr int kCodesOffset = S * kXStageBytes;
     // The staged epilogue's y: per consumer, its 64 * MW outputs x kYRows tokens of 4 bytes at a
@@ -78,7 +80,7 @@ struct Config {
     static constexpr int kYOffset = kCodesOffset + S * kCStageBytes;
     static constexpr int kYBoxBytes = kYRows * 128;
     static constexpr int kBarOffset = kYOffset + 2 * 2 * MW * kYBoxBytes;
-    // The staged epilogue's x scales: the tile's 128 tokens, per consumer warp group.
+    // The staged epilogue's x scales: the tile's BN tokens, per consumer warp group.
     static constexpr int kXsOffset = kBarOffset + 2 * S * 8;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
     // The staged epilogue's w scales and biases: the tile's BM rows (each consumer's 64 * MW),
@@ -89,7 +91,8 @@ struct Config {
     static constexpr int kSmemBytes = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0) + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
-    static_assert(kBN % kYRows == 0, "whole passes of y");
+    static_assert(kBN % kYRows == 0 && kYRows % 8 == 0, "whole passes of y, whole swizzle atoms");
+    static_assert(kBN % 16 == 0 && kBN <= 256, "wgmma's N; one TMA box of x");
     // One CTA's int32 partial tile in the workspace, as int4 words.
     static constexpr int kPartialWords = kBM * kBN / 4;
 };
@@ -239,32 +242,115 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
            (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
-// d (64 x 128, s32) += a (64 x 32, s8, registers) * b (32 x 128, s8, K-major shared memory).
-__device__ __forceinline__ void wgmma_m64n128k32(int32_t (&d)[64], const uint32_t (&a)[4],
+// d (64 x N, s32) += a (64 x 32, s8, registers) * b (32 x N, s8, K-major shared memory), N the
+// tile's tokens (d: N / 2 registers per thread). One specialization per N: the instruction names
+// N and lists every accumulator register; TRIT_ACC16(i) are the operands d[i .. i + 15].
+template <int N>
+__device__ __forceinline__ void wgmma_m64k32(int32_t (&d)[N / 2], const uint32_t (&a)[4],
+                                             uint64_t desc);
+
+#define TRIT_ACC4(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3])
+#define TRIT_ACC16(i) TRIT_ACC4(i), TRIT_ACC4(i + 4), TRIT_ACC4(i + 8), TRIT_ACC4(i + 12)
+
+template <>
+__device__ __forceinline__ void wgmma_m64k32<96>(int32_t (&d)[48], const uint32_t (&a)[4],
+                                                 uint64_t desc) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "{%48, %49, %50, %51}, %52, p;\n"
+        "}\n"
+        : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k32<128>(int32_t (&d)[64], const uint32_t (&a)[4],
                                                  uint64_t desc) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
         "setp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "{%64, %65, %66, %67}, %68, p;\n"
         "}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
-          "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),
-          "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]),
-          "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]),
-          "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]),
-          "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]),
-          "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]),
-          "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
-          "+r"(d[63])
+        : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
+
+template <>
+__device__ __forceinline__ void wgmma_m64k32<160>(int32_t (&d)[80], const uint32_t (&a)[4],
+                                                 uint64_t desc) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %85, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n160k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "
+        "%73, %74, %75, %76, %77, %78, %79}, "
+        "{%80, %81, %82, %83}, %84, p;\n"
+        "}\n"
+        : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k32<176>(int32_t (&d)[88], const uint32_t (&a)[4],
+                                                 uint64_t desc) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %93, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "
+        "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, "
+        "{%88, %89, %90, %91}, %92, p;\n"
+        "}\n"
+        : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64),
+          TRIT_ACC4(80), TRIT_ACC4(84)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64k32<256>(int32_t (&d)[128], const uint32_t (&a)[4],
+                                                 uint64_t desc) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "
+        "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, "
+        "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, "
+        "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, "
+        "%122, %123, %124, %125, %126, %127}, "
+        "{%128, %129, %130, %131}, %132, p;\n"
+        "}\n"
+        : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64),
+          TRIT_ACC16(80), TRIT_ACC16(96), TRIT_ACC16(112)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+#undef TRIT_ACC16
+#undef TRIT_ACC4
 
 // A fragment (the m16n8k32 layout per warp: a0 = row g, columns 4t..4t+3; a1 = row g + 8, same
 // columns; a2 / a3 = columns 16 + 4t ..) of one k32 step from the code words of rows g (w0: codes
@@ -295,7 +381,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                            const Tern2GemmSm90Args a, const Sched sched) {
 #if TRIT_SM90A_DEVICE
     extern __shared__ __align__(1024) uint8_t smem_raw[];
-    constexpr int kMW = C::kMW, kStages = C::kStages, kBM = C::kBM;
+    constexpr int kMW = C::kMW, kStages = C::kStages, kBM = C::kBM, kBN = C::kBN;
+    constexpr int kXStageBytes = C::kXStageBytes, kAcc = C::kAccRegs;
     // The swizzle is a function of the address bits: atoms must start on 1 KiB.
     uint8_t* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
     const uint32_t s_base = smem_addr(smem);
@@ -369,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int c0 = c * 64 * kMW;
     const int row0 = c0 + warp * 16 + g;  // + mw * 64 (+ 8)
 
-    int32_t acc[kMW][64];
+    int32_t acc[kMW][kAcc];
     using Frag = uint32_t[kMW][kKSteps][4];
     // Waits for ring use `it` and decodes its codes into f.
     const auto fetch = [&](int it, Frag& f) {
@@ -391,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-            for (int e = 0; e < 64; ++e)
+            for (int e = 0; e < kAcc; ++e)
                 fence_operand(acc[mw][e]);
     };
     // Issues ring use it's wgmmas from f as one commit group.
@@ -403,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int ks = 0; ks < kKSteps; ++ks)
-                wgmma_m64n128k32(acc[mw], f[mw][ks], desc + 2 * ks);  // + 32 bytes per k32
+                wgmma_m64k32<kBN>(acc[mw], f[mw][ks], desc + 2 * ks);  // + 32 bytes per k32
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
     // After the wait that completed ring use it's group: f (its A registers) is free again (kept
@@ -440,7 +527,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (early && !(kSK && kt0 > 0)) {
             if (warp == 0) {
 #pragma unroll
-                for (int q = 0; q < kBN / kWarp; ++q) {
+                for (int q = 0; q < (kBN + kWarp - 1) / kWarp; ++q) {
+                    if (kBN % kWarp != 0 && q * kWarp + lane >= kBN) break;
                     const int64_t oi = m0 + q * kWarp + lane;
                     cp_async4(xs + 4 * (q * kWarp + lane),
                               o.x_scale + (o.x_scale_rows == 1 || oi >= a.m ? 0 : oi), oi < a.m);
@@ -483,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-            for (int e = 0; e < 64; ++e)
+            for (int e = 0; e < kAcc; ++e)
                 acc[mw][e] = 0;
         // Two sets of A registers: k-tile kt decodes into f0 when kt is even, f1 when odd, while
         // the other set feeds the wgmmas still in flight.
@@ -517,8 +605,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-                for (int q = 0; q < 16; ++q)
-                    slot[(mw * 16 + q) * 2 * kWarpGroup + ct] =
+                for (int q = 0; q < kAcc / 4; ++q)
+                    slot[(mw * kAcc / 4 + q) * 2 * kWarpGroup + ct] =
                         make_int4(acc[mw][4 * q], acc[mw][4 * q + 1], acc[mw][4 * q + 2],
                                   acc[mw][4 * q + 3]);
             named_barrier(3, 2 * kWarpGroup);
@@ -551,8 +639,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
                 for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
-                    for (int q = 0; q < 16; ++q) {
-                        const int4 p = __ldcg(slot + (mw * 16 + q) * 2 * kWarpGroup + ct);
+                    for (int q = 0; q < kAcc / 4; ++q) {
+                        const int4 p = __ldcg(slot + (mw * kAcc / 4 + q) * 2 * kWarpGroup + ct);
                         acc[mw][4 * q] += p.x;
                         acc[mw][4 * q + 1] += p.y;
                         acc[mw][4 * q + 2] += p.z;
@@ -620,10 +708,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                 asm volatile("cp.async.wait_all;\n" ::: "memory");
             } else if (warp == 0) {
 #pragma unroll
-                for (int q = 0; q < kBN / kWarp; ++q)
+                for (int q = 0; q < (kBN + kWarp - 1) / kWarp; ++q) {
+                    if (kBN % kWarp != 0 && q * kWarp + lane >= kBN) break;
                     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(xs + 4 * (q * kWarp + lane)),
                                  "f"(x_scale(m0 + q * kWarp + lane))
                                  : "memory");
+                }
             }
             const uint32_t xs_t = xs + 8 * t;  // token 8j + 2t + e at + 32j + 4e
             const auto load_sx = [&](int j, int e) {
@@ -775,9 +865,14 @@ CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, 
     return map;
 }
 
-// 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves.
-using WideTile = Config<2, 6, 64>;     // (256, 128): 144 KiB ring + 64 KiB of y, two passes
-using NarrowTile = Config<1, 8, kBN>;  // (128, 128): 160 KiB ring + 64 KiB of y
+// 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves, with
+// 96 or 160 tokens where that leaves less work on the busiest SM (tern2_gemm_sm90_tile).
+using WideTile = Config<2, 6, 64, 128>;       // (256, 128): 144 KiB ring + 64 KiB of y, two passes
+using NarrowTile = Config<1, 8, 128, 128>;    // (128, 128): 160 KiB ring + 64 KiB of y
+using Narrow96Tile = Config<1, 8, 96, 96>;    // (128, 96): 128 KiB ring + 48 KiB of y
+using Narrow160Tile = Config<1, 6, 160, 160>;  // (128, 160): 144 KiB ring + 80 KiB of y
+using Narrow176Tile = Config<1, 6, 88, 176>;   // (128, 176): 156 KiB ring + 44 KiB of y, two passes
+using Narrow256Tile = Config<1, 5, 64, 256>;   // (128, 256): 180 KiB ring + 32 KiB of y, 4 passes
 
 // The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
 // partial tiles of the wide tile. Kept for the life of the process.
@@ -816,6 +911,7 @@ void bind_workspace(Sched& sched, int sms, cudaStream_t stream) {
 // A launch's tile and work split.
 struct Plan {
     bool wide = false;
+    int tokens = 128;
     int grid = 0;
     Sched sched;
 };
@@ -825,9 +921,10 @@ constexpr int kAllWaves = 1 << 20;  // split's sk_waves for every tile stream-K
 // Splits `tiles` tiles of `ktiles` k-tiles over `sms` CTAs: with `sk_waves` = 0, all whole;
 // else the last partial wave and sk_waves - 1 full waves before it (all tiles when fewer) run
 // stream-K on every SM.
-Plan split(bool wide, int64_t tiles, int64_t ktiles, int sms, int sk_waves) {
+Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk_waves) {
     Plan p;
     p.wide = wide;
+    p.tokens = tokens;
     const int64_t full = tiles / sms, rest = tiles % sms;
     const int64_t dp = std::max<int64_t>(full - (sk_waves - 1), 0) * sms;
     // sk_begin multiplies the units by a CTA index in int32 (k-tile counts past 2^31 / sms: whole
@@ -844,36 +941,40 @@ Plan split(bool wide, int64_t tiles, int64_t ktiles, int sms, int sk_waves) {
     return p;
 }
 
-// The tile, by waves: 256 weight rows unless 128 rows take fewer than half the waves. The split:
-// stream-K where the tiles fill at most half the SMs and k is long (>= 48 k-tiles), else whole
-// tiles. Measured on the H100 (docs/BENCHMARKS.md, session 12), both kernels in one build: with
+// The tile and the split. The tile: tern2_gemm_sm90_tile (by the work on the busiest SM), or
+// the one a.tokens forces. The split: stream-K where 128 x 128 tiles fill at most half the SMs
+// and k is long (>= 48 k-tiles), else whole tiles; tiles of 96 or 160 tokens always run whole.
+// Measured on the H100 (docs/BENCHMARKS.md, session 12), both kernels in one build: with
 // 128 x 128 tiles, stream-K takes 4096x14336 from 51.6 to 26.2 us at m = 128 and from 51.7 to
 // 36.6 at m = 256, 2560x6912 from 28.4 to 20.8 (m = 128) and 28.1 to 21.4 (m = 256). Where the
 // tiles fill more of the GPU, or k is short, its fix-ups (int32 partial tiles through L2, the
 // tile's first CTA adding them) cost about what the balance gains or more: 4096x4096, m = 128,
 // 20.1 -> 18.4 us; 6912x2560, m = 128, 15.5 -> 17.2; 768x3072, m = 128, 16.4 -> 29.8.
 Plan plan(const Tern2GemmSm90Args& a, int sms) {
-    const int64_t mtiles = fmt::ceil_div(a.m, int64_t{kBN});
     const int64_t ktiles = fmt::ceil_div(a.k, int64_t{kKS});
-    const int64_t wide_tiles = mtiles * fmt::ceil_div(a.n, int64_t{WideTile::kBM});
-    const int64_t narrow_tiles = mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM});
-    const int64_t wide_waves = fmt::ceil_div(wide_tiles, int64_t{sms});
-    const int64_t narrow_waves = fmt::ceil_div(narrow_tiles, int64_t{sms});
-    const bool wide = 2 * wide_waves <= narrow_waves;
-    const int64_t tiles = wide ? wide_tiles : narrow_tiles;
-    if (a.schedule == Sm90Schedule::kStreamK) return split(wide, tiles, ktiles, sms, kAllWaves);
+    const Tern2GemmSm90Tile tile = a.tokens == 0 ? tern2_gemm_sm90_tile(a.m, a.n, a.k, sms)
+                                   : a.tokens == 128 ? tern2_gemm_sm90_tile_128(a.m, a.n, sms)
+                                                     : Tern2GemmSm90Tile{false, a.tokens};
+    const int64_t tiles = fmt::ceil_div(a.m, int64_t{tile.tokens}) *
+                          fmt::ceil_div(a.n, int64_t{tile.wide ? WideTile::kBM : NarrowTile::kBM});
+    if (tile.tokens != 128) return split(false, tile.tokens, tiles, ktiles, sms, 0);
+    if (a.schedule == Sm90Schedule::kStreamK)
+        return split(tile.wide, 128, tiles, ktiles, sms, kAllWaves);
     // With at most half the SMs' worth of tiles, the tile is the narrow one (128 x 128).
     const bool stream_k = tern2_gemm_sm90_stream_k(a.m, a.n, a.k, sms);
-    return split(wide, tiles, ktiles, sms, stream_k ? 1 : 0);
+    return split(tile.wide, 128, tiles, ktiles, sms, stream_k ? 1 : 0);
 }
 
 template <class C>
 void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
-    const auto kernel = p.sched.sk_units > 0 ? tern2_gemm_sm90_kernel<C, true>
-                                             : tern2_gemm_sm90_kernel<C, false>;
+    // Stream-K runs only 128-token tiles (plan), so only they are compiled with it.
+    auto kernel = tern2_gemm_sm90_kernel<C, false>;
+    if constexpr (C::kBN == 128) {
+        if (p.sched.sk_units > 0) kernel = tern2_gemm_sm90_kernel<C, true>;
+    }
     TRIT_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    const CUtensorMap x_map = byte_map(a.x, a.m, a.k, kKS, kBN, CU_TENSOR_MAP_SWIZZLE_128B);
+    const CUtensorMap x_map = byte_map(a.x, a.m, a.k, kKS, C::kBN, CU_TENSOR_MAP_SWIZZLE_128B);
     const CUtensorMap codes_map = byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte,
                                            kCodeRowBytes, C::kBM, CU_TENSOR_MAP_SWIZZLE_NONE);
     // The staged epilogue stores y (or acc) through TMA: rows of n * 4 bytes on 16-byte
@@ -898,13 +999,23 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     TRIT_CHECK(a.m <= INT32_MAX && a.n <= INT32_MAX && a.k <= INT32_MAX,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): m, n and k must be <= 2147483647");
-    // One CTA per SM (384 threads x 168 registers): the time is ~ waves x rows per CTA.
-    const int64_t mtiles = fmt::ceil_div(a.m, int64_t{kBN});
-    TRIT_CHECK(mtiles * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <= INT32_MAX,
+    TRIT_CHECK(a.tokens == 0 || tern2_gemm_sm90_tokens_ok(a.tokens), "tern2_gemm_sm90 (m=", a.m,
+               ", n=", a.n, ", k=", a.k, "): tokens per tile must be 0 (chosen by the launcher), ",
+               kTern2GemmSm90TokensText, ", got ", a.tokens);
+    TRIT_CHECK(a.schedule != Sm90Schedule::kStreamK || a.tokens == 0 || a.tokens == 128,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
-               "): more than 2147483647 output tiles of 128 x 128");
+               "): stream-K runs 128-token tiles only, got ", a.tokens, " tokens per tile");
+    // One CTA per SM (384 threads x 168 registers): the time is ~ waves x work per CTA.
+    TRIT_CHECK(fmt::ceil_div(a.m, int64_t{96}) * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <=
+                   INT32_MAX,
+               "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
+               "): more than 2147483647 output tiles of 128 x 96");
     const Plan p = plan(a, sms);
     if (p.wide) return launch<WideTile>(a, p, sms, stream);
+    if (p.tokens == 96) return launch<Narrow96Tile>(a, p, sms, stream);
+    if (p.tokens == 160) return launch<Narrow160Tile>(a, p, sms, stream);
+    if (p.tokens == 176) return launch<Narrow176Tile>(a, p, sms, stream);
+    if (p.tokens == 256) return launch<Narrow256Tile>(a, p, sms, stream);
     launch<NarrowTile>(a, p, sms, stream);
 }
 

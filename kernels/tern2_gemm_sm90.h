@@ -1,13 +1,14 @@
 // The sm_90a (Hopper) kernel behind tern2_gemm (kernels/tern2_gemm.h) for many tokens and one
 // scale group: wgmma.mma_async with the decoded weights as the register A operand (weights are
 // the M rows, tokens the N columns) and x as the shared-memory B operand, both loaded by TMA;
-// persistent CTAs; y (or acc) leaves through shared memory and TMA stores when n % 4 == 0 and the
-// output is 16-byte aligned, else through direct stores. Where the tiles fill at most half the SMs
-// and k is long (>= 48 k-tiles of 128 columns), the launch runs stream-K: the tiles' k-tiles are
-// cut into one contiguous range per SM, and the CTA holding a tile's first k-tile adds the
-// others' int32 partial tiles (exact: y is bit-identical to the one-CTA tile) before its
-// epilogue. Internal to the kernels: tern2_gemm checks the contract and picks this path; tests
-// force it through Tern2GemmVariant.
+// persistent CTAs over tiles of 256 or 128 weights x 96 to 256 tokens (tern2_gemm_sm90_tile in
+// kernels/tern2_gemm_sm90_tile.h); y (or acc) leaves through shared memory and TMA stores when
+// n % 4 == 0 and the output is 16-byte aligned, else through direct stores. Where 128 x 128 tiles
+// fill at most half the SMs and k is long (>= 48 k-tiles of 128 columns), the launch runs
+// stream-K: the tiles' k-tiles are cut into one contiguous range per SM, and the CTA holding a
+// tile's first k-tile adds the others' int32 partial tiles (exact: y is bit-identical to the
+// one-CTA tile) before its epilogue. Internal to the kernels: tern2_gemm checks the contract and
+// picks this path; tests force it through Tern2GemmVariant and set_tern2_gemm_tokens.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/product.h"
+#include "kernels/tern2_gemm_sm90_tile.h"
 
 namespace trit::kernels::detail {
 
@@ -31,14 +33,12 @@ struct Tern2GemmSm90Args {
     // The kernel runs under PDL (kernels/pdl.cuh); true: it may read the codes before the
     // previous kernel on the stream ends (PackedWeights::pdl).
     bool codes_early = false;
+    // Tokens per tile: 0, the launcher's choice (tern2_gemm_sm90_tile); 128, the 128-token tiles
+    // alone (256 or 128 weight rows by tern2_gemm_sm90_tile_128, stream-K by its rule); another
+    // of kTern2GemmSm90Tokens, the 128-row tile with that many tokens, whole tiles (tests,
+    // benchmarks). Anything else throws, as do the others than 128 with kStreamK.
+    int tokens = 0;
 };
-
-// Whether an auto launch of m x n x k on `sms` SMs runs stream-K: its 128 x 128 tiles fill at
-// most half the SMs and k is long (>= 48 k-tiles of 128 columns). The dispatcher weighs it too.
-inline bool tern2_gemm_sm90_stream_k(int64_t m, int64_t n, int64_t k, int sms) {
-    const int64_t tiles = (m + 127) / 128 * ((n + 127) / 128), ktiles = (k + 127) / 128;
-    return 2 * tiles <= sms && ktiles >= 48;
-}
 
 // True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).
 bool tern2_gemm_sm90_built();

@@ -91,6 +91,34 @@ void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t
     }
 }
 
+// x at the ends of the int8 range (all -128, all 127, -128 and -127 mixed) on an m x 130 x 2560
+// product: every product is +-128 or +-127, the sums reach 128 * k = 327680; catches a sign or
+// saturation slip in the decode or the x permute.
+void run_extreme_x(int64_t m, uint64_t seed) {
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, -127}}) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = m, c.n = 130, c.k = 2560, c.group = 2560;
+        c.x_lo = lo, c.x_hi = hi;
+        c.seed = seed + static_cast<uint64_t>(lo + 200);
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+    }
+}
+
+// An m x 128 x k product into outputs 1, 2 and 3 elements off 16-byte alignment (n % 4 = 0).
+void run_offset_outputs(int64_t m, int64_t k, uint64_t seed) {
+    for (int64_t offset : {1, 2, 3}) {
+        ProductCase c;
+        c.format = Format::kTern2;
+        c.m = m, c.n = 128, c.k = k, c.group = k;
+        c.out_offset = offset;
+        c.seed = seed++;
+        SCOPED_TRACE(trit::gputest::describe(c));
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+    }
+}
+
 TEST_F(Tern2Gemm, MatchesTheReferenceOverTheShapeTable) {
     run_shapes(kGemmShapes, ProductPath::kGemm, 101);
 }
@@ -112,15 +140,7 @@ TEST_F(Tern2Gemm, WgmmaKernelMatchesTheReference) {
     if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
     VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
     run_shapes(kOneGroupShapes, ProductPath::kGemm, 801);
-    for (const auto& [lo, hi] :
-         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, -127}}) {
-        ProductCase c;
-        c.format = Format::kTern2;
-        c.m = 300, c.n = 130, c.k = 2560, c.group = 2560;
-        c.x_lo = lo, c.x_hi = hi;
-        c.seed = 901 + static_cast<uint64_t>(lo + 200);
-        trit::gputest::check_product_case(c, ProductPath::kGemm);
-    }
+    run_extreme_x(300, 901);
 }
 
 // Every tile stream-K: CTA ranges that start and end inside tiles, tiles shared by up to a
@@ -132,6 +152,46 @@ TEST_F(Tern2Gemm, WgmmaStreamKMatchesTheReference) {
     VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmmaStreamK);
     run_shapes(kOneGroupShapes, ProductPath::kGemm, 1101);
     run_shapes(kOneGroupShapes, ProductPath::kGemm, 1201);
+}
+
+// The 128-row tile with 96, 160, 176 and 256 tokens (auto takes them from m = 256 where they leave
+// less work on the busiest SM), forced over the one-group table: m far below and off the token
+// tile (9 .. 2048: partial last tiles), n off the rows and off multiples of 4 (direct stores),
+// k = 64 (half a k-tile), several tiles per CTA; extreme x; outputs off 16-byte alignment.
+// Stream-K with them is refused, naming the tokens.
+TEST_F(Tern2Gemm, WgmmaTokenTilesMatchTheReference) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    uint64_t seed = 1501;
+    for (const int tokens : {96, 160, 176, 256}) {
+        SCOPED_TRACE("tokens per tile " + std::to_string(tokens));
+        const trit::kernels::ScopedTern2GemmTokens forced(tokens);
+        run_shapes(kOneGroupShapes, ProductPath::kGemm, seed);
+        seed += 100;
+        run_extreme_x(300, seed);
+        seed += 100;
+        run_offset_outputs(1000, 640, seed);
+        seed += 100;
+    }
+    // The auto choice where it takes each (132 SMs): 160 tokens on 2560 x 2560 at m = 2048, 96 on
+    // 768 x 768, 256 on 1536 rows (k scaled down to keep the CPU reference short).
+    run_shapes({{2048, 2560, 256, 256},
+                {2048, 768, 256, 256},
+                {1100, 768, 192, 192},
+                {2048, 1536, 128, 128}},
+               ProductPath::kGemm, seed);
+    VariantScope stream_k(trit::kernels::Tern2GemmVariant::kWgmmaStreamK);
+    const trit::kernels::ScopedTern2GemmTokens forced(96);
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 300, c.n = 130, c.k = 256, c.group = 256;
+    try {
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("stream-K runs 128-token tiles only, got 96"));
+        EXPECT_THAT(e.what(), HasSubstr("m=300"));
+    }
 }
 
 // Outputs, w scales and biases 1..3 elements off 16-byte alignment with n % 4 = 0 (the wgmma
@@ -146,15 +206,8 @@ TEST_F(Tern2Gemm, OutputsOffSixteenByteAlignmentStayExact) {
     uint64_t seed = 1301;
     for (Tern2GemmVariant v : variants) {
         VariantScope scope(v);
-        for (int64_t offset : {1, 2, 3}) {
-            ProductCase c;
-            c.format = Format::kTern2;
-            c.m = 300, c.n = 128, c.k = 2560, c.group = 2560;
-            c.out_offset = offset;
-            c.seed = seed++;
-            SCOPED_TRACE(trit::gputest::describe(c));
-            trit::gputest::check_product_case(c, ProductPath::kGemm);
-        }
+        run_offset_outputs(300, 2560, seed);
+        seed += 3;
     }
 }
 
@@ -190,18 +243,9 @@ TEST_F(Tern2Gemm, AutoDispatchRunsItForManyTokens) {
     run_shapes({{64, 130, 256, 256}, {17, 33, 192, 64}}, ProductPath::kAuto, 301);
 }
 
-// x at the ends of the int8 range: every product is +-128 or +-127, the sums reach
-// 128 * k = 327680; catches a sign or saturation slip in the decode or the x permute.
+// x at the ends of the int8 range (run_extreme_x) through the small tiles.
 TEST_F(Tern2Gemm, ExtremeActivations) {
-    for (const auto& [lo, hi] :
-         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, -127}}) {
-        ProductCase c;
-        c.format = Format::kTern2;
-        c.m = 33, c.n = 130, c.k = 2560, c.group = 2560;
-        c.x_lo = lo, c.x_hi = hi;
-        c.seed = 401 + static_cast<uint64_t>(lo + 200);
-        trit::gputest::check_product_case(c, ProductPath::kGemm);
-    }
+    run_extreme_x(33, 401);
 }
 
 // ---- host-side contract (no GPU needed) ------------------------------------------------------
@@ -329,6 +373,66 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     // Stream-K counts the device's SMs: 2560x6912 at m = 128 has 20 tiles, stream-K (and so the
     // wgmma kernel) on 132 SMs, not on 32.
     EXPECT_EQ(tern2_gemm_auto_kernel(128, 2560, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
+}
+
+// The wgmma kernel's tile (kernels/tern2_gemm_sm90.h), pinned on the default benchmark shapes at
+// m = 2048 on 132 SMs, where it was measured (H100, docs/BENCHMARKS.md session 23): 160 tokens
+// where 128 leave a third wave mostly idle (2560 x 2560: 320 tiles of 128 x 128, 260 of
+// 128 x 160), 96 where 128 leave SMs idle in the only wave (768 x 768: 96 tiles against 132), 176
+// on 6912 x 2560 (648 tiles, 5 waves, against 864 of 128 x 128), 256 on the Llama-8B shapes, 128
+// on 3072 x 768; the 128-token tiles (256 rows where
+// they take half the waves of 128) below m = 256 and under stream-K; never 96 on long k; at m =
+// 256, 96 tokens where 128 fill one wave with a third of the SMs idle or more, 256 on 14336 rows.
+TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
+    using trit::kernels::detail::tern2_gemm_sm90_tile;
+    struct Case {
+        int64_t m, n, k;
+        bool wide;
+        int tokens;
+    };
+    const std::vector<Case> cases = {
+        {2048, 2560, 2560, false, 160},  {2048, 2560, 6912, false, 160},
+        {2048, 6912, 2560, false, 176},  {2048, 4096, 4096, false, 256},
+        {2048, 14336, 4096, false, 256}, {2048, 4096, 14336, false, 256},
+        {2048, 768, 768, false, 96},     {2048, 3072, 768, false, 128},
+        {2048, 768, 3072, false, 96},    {2048, 768, 6144, false, 128},
+        {256, 768, 768, false, 96},      {256, 14336, 4096, false, 256},
+        {200, 14336, 4096, true, 128},   {200, 768, 768, false, 128},
+        {512, 768, 6144, false, 128},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                     " k=" + std::to_string(c.k));
+        const auto t = tern2_gemm_sm90_tile(c.m, c.n, c.k, 132);
+        EXPECT_EQ(t.wide, c.wide);
+        EXPECT_EQ(t.tokens, c.tokens);
+        // The 128-token tiles alone: the rule from before the other token counts (wide when it
+        // takes at most half the waves of 128 rows).
+        const auto t128 = trit::kernels::detail::tern2_gemm_sm90_tile_128(c.m, c.n, 132);
+        const int64_t mt = (c.m + 127) / 128, sms = 132;
+        EXPECT_EQ(t128.wide, 2 * ((mt * ((c.n + 255) / 256) + sms - 1) / sms) <=
+                                 (mt * ((c.n + 127) / 128) + sms - 1) / sms);
+        EXPECT_EQ(t128.tokens, 128);
+    }
+}
+
+TEST(Tern2GemmContract, ForcedTokensPerTileAreChecked) {
+    EXPECT_EQ(trit::kernels::tern2_gemm_tokens(), 0);
+    for (const int bad : {64, 127, 192, -1}) {
+        try {
+            trit::kernels::set_tern2_gemm_tokens(bad);
+            ADD_FAILURE() << "expected trit::Error for " << bad;
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("must be 0 (its own choice), 96, 128, 160, 176 or 256, "
+                                            "got " + std::to_string(bad)));
+        }
+    }
+    EXPECT_EQ(trit::kernels::tern2_gemm_tokens(), 0);
+    {
+        const trit::kernels::ScopedTern2GemmTokens forced(160);
+        EXPECT_EQ(trit::kernels::tern2_gemm_tokens(), 160);
+    }
+    EXPECT_EQ(trit::kernels::tern2_gemm_tokens(), 0);
 }
 
 TEST(Tern2GemmContract, ChoosePathPicksTheGemmForManyTokens) {

@@ -24,6 +24,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/product.h"
 #include "kernels/tern2_gemm.h"
+#include "kernels/tern2_gemm_sm90.h"
 
 namespace trit::bench {
 namespace {
@@ -249,6 +250,22 @@ void time_row(Gpu& gpu, KernelRow& row, int64_t copies, const std::function<void
     }
 }
 
+// The tern2 GEMM kernel and tile auto dispatch runs for m x n x k with `group` on this device
+// (kernels/tern2_gemm.h, kernels/tern2_gemm_sm90_tile.h): mma_sync, or wgmma with its tile as
+// weight rows x tokens, sk where it splits stream-K (e.g. wg128x160, wg128x128sk).
+std::string tern2_gemm_label(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
+    int device = 0, major = 0, minor = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (kn::tern2_gemm_auto_kernel(m, n, k, group, major, minor, sms) != kn::Tern2GemmVariant::kWgmma)
+        return "mma_sync";
+    const kn::detail::Tern2GemmSm90Tile t = kn::detail::tern2_gemm_sm90_tile(m, n, k, sms);
+    const bool sk = t.tokens == 128 && kn::detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
+    return "wg" + std::to_string(t.wide ? 256 : 128) + "x" + std::to_string(t.tokens) +
+           (sk ? "sk" : "");
+}
+
 kn::ProductPath product_path(const std::string& name) {
     if (name == "gemv") return kn::ProductPath::kGemv;
     if (name == "gemm" || name.rfind("gemm.", 0) == 0) return kn::ProductPath::kGemm;
@@ -457,6 +474,10 @@ class ShapeBench {
             }
         }
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
+        // An auto tern2 row on the gemm path: the GEMM kernel and tile that dispatch runs.
+        if (dot == std::string::npos && w.format == kn::Format::kTern2 &&
+            taken == kn::ProductPath::kGemm)
+            r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
                                                  : wgmma ? kn::Tern2GemmVariant::kWgmma

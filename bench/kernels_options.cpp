@@ -192,7 +192,7 @@ void finish_row(KernelRow& r, double copy_gbps) {
 std::string kernel_table_header() {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%-10s %-16s %-9s %-8s %5s %6s %6s %10s %10s %10s %8s %6s %7s %7s %7s\n", "model",
+                  "%-10s %-16s %-9s %-12s %5s %6s %6s %10s %10s %10s %8s %6s %7s %7s %7s\n", "model",
                   "kernel", "format", "path", "m", "n", "k", "median_us", "p10_us", "p90_us",
                   "GB/s", "%copy", "TOP/s", "xFP16", "xINT8");
     return buf;
@@ -200,7 +200,7 @@ std::string kernel_table_header() {
 
 std::string kernel_table_line(const KernelRow& r) {
     char head[160];
-    std::snprintf(head, sizeof head, "%-10s %-16s %-9s %-8s %5lld %6s %6lld ",
+    std::snprintf(head, sizeof head, "%-10s %-16s %-9s %-12s %5lld %6s %6lld ",
                   r.model.empty() ? "-" : r.model.c_str(), r.kernel.c_str(), r.format.c_str(),
                   r.path.c_str(), static_cast<long long>(r.m),
                   r.n > 0 ? std::to_string(r.n).c_str() : "-", static_cast<long long>(r.k));

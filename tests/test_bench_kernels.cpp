@@ -166,6 +166,12 @@ TEST(BenchKernelsReport, TableAndCsvRows) {
     bench::KernelRow b1 = r;
     b1.kernel = "pack+b1_gemm", b1.format = "bin1_tern", b1.path = "medium";
     EXPECT_EQ(bench::kernel_table_line(b1).find("1000.0"), line.find("1000.0"));
+    // So do the tern2 GEMM's kernel and tile names, forced or not.
+    for (const char* path : {"wgmma.t160*", "wg128x176", "wg128x128sk", "mma_sync*"}) {
+        bench::KernelRow g = r;
+        g.path = path;
+        EXPECT_EQ(bench::kernel_table_line(g).find("1000.0"), line.find("1000.0")) << path;
+    }
 
     std::istringstream csv(bench::kernel_csv(rep));
     std::string header, row1, row2;

@@ -473,11 +473,11 @@ class ShapeBench {
                 return r;
             }
         }
-        // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         // An auto tern2 row on the gemm path: the GEMM kernel and tile that dispatch runs.
         if (dot == std::string::npos && w.format == kn::Format::kTern2 &&
             taken == kn::ProductPath::kGemm)
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
+        // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
                                                  : wgmma ? kn::Tern2GemmVariant::kWgmma

@@ -866,7 +866,7 @@ CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, 
 }
 
 // 256 weight rows per CTA halve the x bytes per MAC; 128 rows when that leaves fewer waves, with
-// 96 or 160 tokens where that leaves less work on the busiest SM (tern2_gemm_sm90_tile).
+// 96 to 256 tokens where that leaves less work on the busiest SM (tern2_gemm_sm90_tile).
 using WideTile = Config<2, 6, 64, 128>;       // (256, 128): 144 KiB ring + 64 KiB of y, two passes
 using NarrowTile = Config<1, 8, 128, 128>;    // (128, 128): 160 KiB ring + 64 KiB of y
 using Narrow96Tile = Config<1, 8, 96, 96>;    // (128, 96): 128 KiB ring + 48 KiB of y
@@ -943,7 +943,7 @@ Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk
 
 // The tile and the split. The tile: tern2_gemm_sm90_tile (by the work on the busiest SM), or
 // the one a.tokens forces. The split: stream-K where 128 x 128 tiles fill at most half the SMs
-// and k is long (>= 48 k-tiles), else whole tiles; tiles of 96 or 160 tokens always run whole.
+// and k is long (>= 48 k-tiles), else whole tiles; tiles of other token counts always run whole.
 // Measured on the H100 (docs/BENCHMARKS.md, session 12), both kernels in one build: with
 // 128 x 128 tiles, stream-K takes 4096x14336 from 51.6 to 26.2 us at m = 128 and from 51.7 to
 // 36.6 at m = 256, 2560x6912 from 28.4 to 20.8 (m = 128) and 28.1 to 21.4 (m = 256). Where the
@@ -952,9 +952,11 @@ Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk
 // 20.1 -> 18.4 us; 6912x2560, m = 128, 15.5 -> 17.2; 768x3072, m = 128, 16.4 -> 29.8.
 Plan plan(const Tern2GemmSm90Args& a, int sms) {
     const int64_t ktiles = fmt::ceil_div(a.k, int64_t{kKS});
-    const Tern2GemmSm90Tile tile = a.tokens == 0 ? tern2_gemm_sm90_tile(a.m, a.n, a.k, sms)
-                                   : a.tokens == 128 ? tern2_gemm_sm90_tile_128(a.m, a.n, sms)
-                                                     : Tern2GemmSm90Tile{false, a.tokens};
+    // Forced stream-K (tests: every tile split) takes the 128-token tiles it runs on.
+    const bool t128 = a.tokens == 128 || (a.tokens == 0 && a.schedule == Sm90Schedule::kStreamK);
+    const Tern2GemmSm90Tile tile = t128           ? tern2_gemm_sm90_tile_128(a.m, a.n, sms)
+                                   : a.tokens == 0 ? tern2_gemm_sm90_tile(a.m, a.n, a.k, sms)
+                                                   : Tern2GemmSm90Tile{false, a.tokens};
     const int64_t tiles = fmt::ceil_div(a.m, int64_t{tile.tokens}) *
                           fmt::ceil_div(a.n, int64_t{tile.wide ? WideTile::kBM : NarrowTile::kBM});
     if (tile.tokens != 128) return split(false, tile.tokens, tiles, ktiles, sms, 0);

@@ -375,14 +375,14 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     EXPECT_EQ(tern2_gemm_auto_kernel(128, 2560, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
 }
 
-// The wgmma kernel's tile (kernels/tern2_gemm_sm90.h), pinned on the default benchmark shapes at
-// m = 2048 on 132 SMs, where it was measured (H100, docs/BENCHMARKS.md session 23): 160 tokens
-// where 128 leave a third wave mostly idle (2560 x 2560: 320 tiles of 128 x 128, 260 of
+// The wgmma kernel's tile (kernels/tern2_gemm_sm90_tile.h), pinned on the default benchmark
+// shapes at m = 2048 on 132 SMs, where it was measured (H100, docs/BENCHMARKS.md session 23): 160
+// tokens where 128 leave a third wave mostly idle (2560 x 2560: 320 tiles of 128 x 128, 260 of
 // 128 x 160), 96 where 128 leave SMs idle in the only wave (768 x 768: 96 tiles against 132), 176
 // on 6912 x 2560 (648 tiles, 5 waves, against 864 of 128 x 128), 256 on the Llama-8B shapes, 128
-// on 3072 x 768; the 128-token tiles (256 rows where
-// they take half the waves of 128) below m = 256 and under stream-K; never 96 on long k; at m =
-// 256, 96 tokens where 128 fill one wave with a third of the SMs idle or more, 256 on 14336 rows.
+// on 3072 x 768; the 128-token tiles (256 rows where they take half the waves of 128) below m =
+// 256 and under stream-K; never 96 on long k; at m = 256, 96 tokens where 128 fill one wave with
+// a third of the SMs idle or more, 256 on 14336 rows.
 TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
     using trit::kernels::detail::tern2_gemm_sm90_tile;
     struct Case {

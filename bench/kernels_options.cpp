@@ -143,7 +143,7 @@ std::vector<std::string> parse_path_list(const std::string& text) {
                        item == "gemm.mma_sync" || item == "gemm.wgmma" ||
                        wgmma_tokens_path(item) > 0,
                    "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma or "
-                   "gemm.wgmma.t<N> (N: ", kernels::detail::kTern2GemmSm90TokensText,
+                   "gemm.wgmma.t<N> (N: ", kernels::detail::tern2_gemm_sm90_tokens_text(),
                    "), comma-separated, got '", item, "'");
         paths.push_back(item);
     }

@@ -423,7 +423,7 @@ Tern2GemmVariant tern2_gemm_variant() {
 void set_tern2_gemm_tokens(int tokens) {
     TRIT_CHECK(tokens == 0 || detail::tern2_gemm_sm90_tokens_ok(tokens),
                "set_tern2_gemm_tokens: tokens per tile of the wgmma kernel must be 0 (its own ",
-               "choice), ", detail::kTern2GemmSm90TokensText, ", got ", tokens);
+               "choice), ", detail::tern2_gemm_sm90_tokens_text(), ", got ", tokens);
     g_tokens.store(tokens);
 }
 

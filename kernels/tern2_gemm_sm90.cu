@@ -1003,15 +1003,17 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
                "): m, n and k must be <= 2147483647");
     TRIT_CHECK(a.tokens == 0 || tern2_gemm_sm90_tokens_ok(a.tokens), "tern2_gemm_sm90 (m=", a.m,
                ", n=", a.n, ", k=", a.k, "): tokens per tile must be 0 (chosen by the launcher), ",
-               kTern2GemmSm90TokensText, ", got ", a.tokens);
+               tern2_gemm_sm90_tokens_text(), ", got ", a.tokens);
     TRIT_CHECK(a.schedule != Sm90Schedule::kStreamK || a.tokens == 0 || a.tokens == 128,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): stream-K runs 128-token tiles only, got ", a.tokens, " tokens per tile");
     // One CTA per SM (384 threads x 168 registers): the time is ~ waves x work per CTA.
-    TRIT_CHECK(fmt::ceil_div(a.m, int64_t{96}) * fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <=
+    // The most tiles: the fewest tokens per tile.
+    TRIT_CHECK(fmt::ceil_div(a.m, int64_t{kTern2GemmSm90Tokens[0]}) *
+                       fmt::ceil_div(a.n, int64_t{NarrowTile::kBM}) <=
                    INT32_MAX,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
-               "): more than 2147483647 output tiles of 128 x 96");
+               "): more than 2147483647 output tiles of 128 x ", kTern2GemmSm90Tokens[0]);
     const Plan p = plan(a, sms);
     if (p.wide) return launch<WideTile>(a, p, sms, stream);
     if (p.tokens == 96) return launch<Narrow96Tile>(a, p, sms, stream);

@@ -4,12 +4,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace trit::kernels::detail {
 
-// The tokens a tile can hold (wgmma's N; multiples of 16, <= 256), and the list for messages.
+// The tokens a tile can hold (wgmma's N; multiples of 16, <= 256), in increasing order.
 inline constexpr int kTern2GemmSm90Tokens[] = {96, 128, 160, 176, 256};
-inline constexpr const char* kTern2GemmSm90TokensText = "96, 128, 160, 176 or 256";
+
+// The list for messages: "96, 128, 160, 176 or 256".
+inline std::string tern2_gemm_sm90_tokens_text() {
+    std::string text;
+    const int count = static_cast<int>(sizeof kTern2GemmSm90Tokens / sizeof *kTern2GemmSm90Tokens);
+    for (int i = 0; i < count; ++i)
+        text += (i == 0 ? "" : i + 1 == count ? " or " : ", ") +
+                std::to_string(kTern2GemmSm90Tokens[i]);
+    return text;
+}
 
 inline bool tern2_gemm_sm90_tokens_ok(int tokens) {
     for (const int t : kTern2GemmSm90Tokens)

@@ -25,6 +25,7 @@
 #include "kernels/product.h"
 #include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemm_sm90.h"
+#include "kernels/tern2_gemv.h"
 
 namespace trit::bench {
 namespace {
@@ -477,6 +478,9 @@ class ShapeBench {
         if (dot == std::string::npos && w.format == kn::Format::kTern2 &&
             taken == kn::ProductPath::kGemm)
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
+        // An auto tern2 row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny, ...).
+        if (path == kn::ProductPath::kAuto && w.format == kn::Format::kTern2 && taken == kn::ProductPath::kGemv)
+            r.path = std::string("gemv.") + kn::tern2_gemv_variant(w.weights(0), x, m, w.group);
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto

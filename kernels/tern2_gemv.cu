@@ -32,6 +32,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemv_dp4a.h"
+#include "kernels/tern2_gemv_oneshot.h"
 #include "kernels/tern2_gemv_stream.h"
 #include "kernels/tern2_skinny.h"
 #include "kernels/tern2_mma.cuh"
@@ -231,14 +232,29 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
            tern2_gemv_stream_rejects(w, x, m, group).empty();
 }
 
+// The one-shot kernel runs the m = 1 calls with one scale group on matrices of at most
+// 3072 x 768 weights. On the H100 (session 25, us, against the kernel that ran before it):
+// 768 x 768 1.70 vs 2.33 (skinny), 1024 x 1024 1.91 vs 2.35, 3072 x 768 2.27 vs 2.72, 768 x 3072
+// 2.40 vs 2.61; above that it lost: 2560 x 2560 3.32 vs 3.12, 4096 x 4096 5.69 vs 4.41,
+// 14336 x 4096 10.88 vs 8.41 (its x reads, k bytes per row from L1 / L2, and a grid too large to
+// share the SMs with the next call).
+constexpr int64_t kOneshotMaxWeights = int64_t{3072} * 768;
+
+bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return w.n * w.k <= kOneshotMaxWeights && tern2_gemv_oneshot_rejects(w, x, m, group).empty();
+}
+
 bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return m == 1 && !skinny_takes(w, x, m, group) && tern2_gemv_dp4a_rejects(w, x, m, group).empty();
+    return m == 1 && !oneshot_takes(w, x, m, group) && !skinny_takes(w, x, m, group) &&
+           tern2_gemv_dp4a_rejects(w, x, m, group).empty();
 }
 
 }  // namespace
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (stream_takes(w, x, m, group) || dp4a_takes(w, x, m, group) || skinny_takes(w, x, m, group)) return "";
+    if (stream_takes(w, x, m, group) || oneshot_takes(w, x, m, group) || dp4a_takes(w, x, m, group) ||
+        skinny_takes(w, x, m, group))
+        return "";
     if (!skinny_pays(w, m))
         return "m = 17..32 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
     return tern2_gemv_mma_rejects(w, x, m, group);
@@ -246,6 +262,7 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
 
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (stream_takes(w, x, m, group)) return "stream";
+    if (oneshot_takes(w, x, m, group)) return "oneshot";
     if (dp4a_takes(w, x, m, group)) return "dp4a";
     if (skinny_takes(w, x, m, group)) return "skinny";
     return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
@@ -255,6 +272,7 @@ void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                 const ProductOut& out, cudaStream_t stream) {
     // Each launcher runs the shared checks itself.
     if (stream_takes(w, x, m, group)) return tern2_gemv_stream(w, x, m, group, out, stream);
+    if (oneshot_takes(w, x, m, group)) return tern2_gemv_oneshot(w, x, m, group, out, stream);
     if (dp4a_takes(w, x, m, group)) return tern2_gemv_dp4a(w, x, m, group, out, stream);
     if (skinny_takes(w, x, m, group)) {
         bool clusters = true;

@@ -1,6 +1,8 @@
 // tern2 x int8 GEMV for 1..32 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
 // of >= 16 MiB of codes it runs the tern24-layout streaming kernel (kernels/tern2_gemv_stream.h:
-// k % 128 == 0, k <= 16384) when it takes the call. Otherwise it runs the streaming
+// k % 128 == 0, k <= 16384) when it takes the call; for m = 1 on matrices of at most 3072 x 768
+// weights, the one-shot GEMV (kernels/tern2_gemv_oneshot.h: one scale group, k % 64 == 0,
+// k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
 // k <= 4096, for m > 16 only when n and k are both >= 2048) when it takes the call, else for
 // m = 1 the streaming dp4a GEMV
@@ -35,7 +37,8 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
 // The mma.sync kernel's own rules (the list above).
 std::string tern2_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                    int64_t group);
-// Which kernel tern2_gemv runs for the call on a 9.0 device: "stream", "dp4a", "skinny", "mma", or
+// Which kernel tern2_gemv runs for the call on a 9.0 device: "stream", "oneshot", "dp4a", "skinny",
+// "mma", or
 // "" (it throws).
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 

@@ -44,7 +44,7 @@
 namespace trit::kernels {
 namespace {
 
-using tern2dev::kDecodeTable;
+using tern2dev::dot16;
 using tern2dev::load_weights;
 using tern2dev::permute_x;
 
@@ -52,16 +52,6 @@ constexpr int kWarp = 32;
 constexpr int kRows = 2;                // rows per tile
 constexpr int kPieceCols = 64;          // columns per thread and row (one 16-byte load)
 constexpr int kMaxThreads = static_cast<int>(kTern2GemvDp4aMaxK / kPieceCols);  // 256
-
-// a + (16 codes of word w) . (16 permuted x codes xq[0..3]).
-__device__ __forceinline__ int dot16(uint32_t w, const uint32_t* xq, int a) {
-    const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;
-    a = __dp4a(static_cast<int>(__byte_perm(kDecodeTable, 0, lo)), static_cast<int>(xq[0]), a);
-    a = __dp4a(static_cast<int>(__byte_perm(kDecodeTable, 0, lo >> 16)), static_cast<int>(xq[1]), a);
-    a = __dp4a(static_cast<int>(__byte_perm(kDecodeTable, 0, hi)), static_cast<int>(xq[2]), a);
-    a = __dp4a(static_cast<int>(__byte_perm(kDecodeTable, 0, hi >> 16)), static_cast<int>(xq[3]), a);
-    return a;
-}
 
 // Asks for the 128-byte line at p in L1 (after pdl_wait(): the data is final).
 __device__ __forceinline__ void prefetch_l1(const void* p) {

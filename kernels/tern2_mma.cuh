@@ -1,6 +1,7 @@
 // Device pieces the tern2 streaming products share (tern2_gemv.cu, tern2_gemv_dp4a.cu,
-// tern2_skinny.cu): the weights' read-once load, the decode of 16 packed codes to int8 with the
-// matching permutation of x, and the int8 mma.sync m16n8k32. No LibTorch.
+// tern2_skinny.cu, tern2_gemv_oneshot.cu): the weights' read-once load, the decode of 16 packed codes
+// to int8 with the matching permutation of x, their dp4a dot product, and the int8 mma.sync
+// m16n8k32. No LibTorch.
 //
 // Decode. A 32-bit word of 16 codes splits into lo = w & 0x33333333 (the 2-bit fields of columns
 // 0, 2 of each byte, one per nibble) and hi = (w >> 2) & 0x33333333 (columns 1, 3);
@@ -40,6 +41,16 @@ __device__ __forceinline__ void permute_x(const uint4& v, uint32_t* r) {
     r[1] = __byte_perm(v.z, v.w, 0x6420);
     r[2] = __byte_perm(v.x, v.y, 0x7531);
     r[3] = __byte_perm(v.z, v.w, 0x7531);
+}
+
+// a + (16 codes of word w) . (16 x codes permuted by permute_x, xq[0..3]): 9 integer
+// instructions decode, 4 dp4a multiply.
+__device__ __forceinline__ int dot16(uint32_t w, const uint32_t* xq, int a) {
+    uint32_t c[4];
+    decode_word(w, c);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a = __dp4a(static_cast<int>(c[q]), static_cast<int>(xq[q]), a);
+    return a;
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int q) {

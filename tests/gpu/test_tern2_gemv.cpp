@@ -87,8 +87,10 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_EQ(tern2_gemv_rejects(tern2(4, 512, codes), x, 1, 64), "");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 1, 64), "dp4a");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 256), "mma");
-    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4096, codes), x, 1, 4096), "skinny");
-    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4160, codes), x, 1, 4160), "dp4a");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4096, codes), x, 1, 4096), "oneshot");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4160, codes), x, 1, 4160), "oneshot");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(1024, 4096, codes), x, 1, 4096), "skinny");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(1024, 4160, codes), x, 1, 4160), "dp4a");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4160, codes), x, 2, 4160), "skinny");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "mma");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32832, codes), x, 1, 32832), "mma");

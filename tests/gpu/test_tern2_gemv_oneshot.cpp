@@ -1,0 +1,160 @@
+// GPU tests of the one-shot tern2 GEMV (kernels/tern2_gemv_oneshot.h): int32 accumulators and fused
+// epilogue bit-exact against the CPU references over a shape table (n = 1, odd, fewer rows than a
+// block covers, tens of thousands of rows; k from one piece to the 16384 limit, the BitNet-2B,
+// Llama-8B and BWTA widths), every lane count with every piece count per lane (full and partial
+// last lanes), both with and without the early weight reads of PDL, and its contract rules on the
+// host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/product.h"
+#include "kernels/tern2_gemv.h"
+#include "kernels/tern2_gemv_oneshot.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductOut;
+
+class Tern2GemvOneshot : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+void oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+             cudaStream_t stream) {
+    trit::kernels::tern2_gemv_oneshot(w, x, m, group, out, stream);
+}
+
+template <int Lanes>
+void oneshot_lanes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+                   cudaStream_t stream) {
+    trit::kernels::tern2_gemv_oneshot(w, x, m, group, out, stream, Lanes);
+}
+
+ProductCase tern2_case(int64_t n, int64_t k, int64_t group, uint64_t seed) {
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 1, c.n = n, c.k = k, c.group = group;
+    c.seed = seed;
+    c.per_tensor_scale = seed % 2 == 0;
+    c.bias = seed % 3 != 0;
+    return c;
+}
+
+TEST_F(Tern2GemvOneshot, MatchesTheReferenceOverTheShapeTable) {
+    struct Shape {
+        int64_t n, k, group;
+    };
+    const std::vector<Shape> shapes = {
+        {1, 64, 64},        {3, 128, 1 << 20},  {5, 640, 640},       {33, 768, 768},     {1000, 2560, 2560},
+        {7, 3072, 3072},    {130, 4096, 4096},  {9, 6912, 6912},     {4, 14336, 14336},  {3, 16384, 16384},
+        {20001, 192, 192},  {2049, 16320, 16320}, {17, 1088, 5000},  {768, 768, 768},    {31, 2048, 2048},
+    };
+    uint64_t seed = 700;
+    for (const Shape& s : shapes) {
+        const ProductCase c = tern2_case(s.n, s.k, s.group, ++seed);
+        trit::gputest::check_product_case(c, oneshot);
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST_F(Tern2GemvOneshot, EveryLaneCountAndPiecesPerLane) {
+    using Launcher = trit::gputest::ProductLauncher;
+    const std::vector<std::pair<int, Launcher>> lane_counts = {
+        {4, oneshot_lanes<4>}, {8, oneshot_lanes<8>}, {16, oneshot_lanes<16>}, {32, oneshot_lanes<32>}};
+    uint64_t seed = 800;
+    for (const auto& [lanes, launch] : lane_counts) {
+        for (int u = 1; u <= 8; ++u) {
+            // Every lane with u pieces, and only the first lane with u (the others u - 1).
+            for (const int64_t pieces : {int64_t{lanes} * u, int64_t{lanes} * (u - 1) + 1}) {
+                const ProductCase c = tern2_case(2 * 32 / lanes + 3, 64 * pieces, 64 * pieces, ++seed);
+                SCOPED_TRACE("lanes " + std::to_string(lanes) + ", pieces " + std::to_string(pieces));
+                trit::gputest::check_product_case(c, launch);
+                if (::testing::Test::HasFailure()) return;
+            }
+        }
+    }
+}
+
+TEST_F(Tern2GemvOneshot, ExtremeCodesAndXStayExact) {
+    ProductCase c = tern2_case(37, 16384, 16384, 9);
+    c.x_lo = -128, c.x_hi = -128;  // |acc| up to 128 * 16384 = 2^21
+    trit::gputest::check_product_case(c, oneshot);
+}
+
+TEST_F(Tern2GemvOneshot, TheGemvPathRunsItForOneTokenAndOneScaleGroup) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    using trit::kernels::tern2_gemv_variant;
+    const PackedWeights w = trit::gputest::tern2_weights(3072, 768, codes);
+    EXPECT_STREQ(tern2_gemv_variant(w, x, 1, 768), "oneshot");
+    EXPECT_STREQ(tern2_gemv_variant(w, x, 1, 256), "dp4a");  // several scale groups
+    EXPECT_STRNE(tern2_gemv_variant(w, x, 2, 768), "oneshot");
+    // Above 3072 x 768 weights the other kernels measured faster.
+    EXPECT_STREQ(tern2_gemv_variant(trit::gputest::tern2_weights(2560, 2560, codes), x, 1, 2560), "skinny");
+    EXPECT_STREQ(tern2_gemv_variant(trit::gputest::tern2_weights(3073, 768, codes), x, 1, 768), "skinny");
+    const ProductCase c = tern2_case(3072, 768, 768, 11);
+    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kAuto);
+    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
+}
+
+TEST(Tern2GemvOneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
+    using trit::kernels::tern2_gemv_oneshot_lanes;
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 768), 16);     // 12288 threads
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(1024, 1024), 16);   // 16384
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(3072, 768), 4);     // 12288
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 3072), 16);    // 12288, 3 pieces a lane
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(4, 64), 32);        // one block
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(100, 16384), 32);   // 4 to 16 lanes would need > 8 pieces
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(20000, 2560), 8);   // over 16384 threads: the fewest lanes
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(20000, 1024), 4);   //   that hold the row
+}
+
+PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
+    return trit::gputest::tern2_weights(n, k, a);
+}
+
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
+    trit::gputest::expect_rejected("tern2_gemv_oneshot", trit::kernels::tern2_gemv_oneshot_rejects, oneshot, w, x, m,
+                                   group, rule);
+}
+
+TEST(Tern2GemvOneshotContract, RejectsShapesOffItsRulesNamingThem) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    using trit::kernels::tern2_gemv_oneshot_rejects;
+    EXPECT_EQ(tern2_gemv_oneshot_rejects(tern2(4, 4096, codes), x, 1, 4096), "");
+    EXPECT_EQ(tern2_gemv_oneshot_rejects(tern2(4, 16384, codes), x, 1, 1 << 30), "");
+    expect_rule(tern2(4, 4096, codes), x, 2, 4096, "m must be 1");
+    expect_rule(tern2(4, 4096, codes), x, 1, 2048, "one scale group only (group >= k)");
+    expect_rule(tern2(4, 100, codes), x, 1, 100, "k must be a multiple of 64");
+    expect_rule(tern2(4, 16448, codes), x, 1, 16448, "k must be <= 16384");
+    expect_rule(tern2(4, 256, codes + 1), x, 1, 256, "16-byte aligned");
+    expect_rule(tern2(4, 256, codes), x + 4, 1, 256, "16-byte aligned");
+}
+
+TEST(Tern2GemvOneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static int8_t x[64];
+    int32_t acc[1];
+    ProductOut out;
+    out.acc = acc;
+    for (const auto& [lanes, k] : std::vector<std::pair<int, int64_t>>{{4, 4096}, {3, 256}, {64, 256}, {-1, 256}}) {
+        try {
+            trit::kernels::tern2_gemv_oneshot(tern2(4, k, codes), x, 1, k, out, nullptr, lanes);
+            ADD_FAILURE() << "expected trit::Error for " << lanes << " lanes, k = " << k;
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), ::testing::HasSubstr("lanes per row must be 4, 8, 16 or 32 with at most 8 pieces"));
+            EXPECT_THAT(e.what(), ::testing::HasSubstr("got " + std::to_string(lanes) + " lanes"));
+        }
+    }
+}
+
+}  // namespace

@@ -460,9 +460,14 @@ class ShapeBench {
                            (w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv &&
                             std::string(kn::bt_gemv_variant(w.weights(0), x, m, w.group)) == "nib4");
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
-        if (with_act)
-            r.bytes +=
-                4 * dm * dk + dm * dk + 4 * dm;  // the quantizer reads float x, writes q, scales
+        // With the quantizer: float x read; q and its scales written and read again, unless one
+        // kernel fuses both (then the int8 x and its scales never leave the SM).
+        const bool fused = with_act && (path == kn::ProductPath::kAuto || path == kn::ProductPath::kGemv) &&
+                           w.format == kn::Format::kTern2 &&
+                           kn::tern2_gemv_takes_float_x(w.weights(0), reinterpret_cast<const float*>(x_f32_.at(0)),
+                                                        m, w.group);
+        if (fused) r.bytes += 4 * dm * dk - dm * dk - 4 * dm;
+        else if (with_act) r.bytes += 4 * dm * dk + dm * dk + 4 * dm;
         if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths
         // gemm.mma_sync / gemm.wgmma: the gemm path with that tern2 GEMM kernel (which the tern24
         // dense path runs too) forced for the row's calls.
@@ -480,7 +485,8 @@ class ShapeBench {
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
         // An auto tern2 row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny, ...).
         if (path == kn::ProductPath::kAuto && w.format == kn::Format::kTern2 && taken == kn::ProductPath::kGemv)
-            r.path = std::string("gemv.") + kn::tern2_gemv_variant(w.weights(0), x, m, w.group);
+            r.path = std::string("gemv.") + kn::tern2_gemv_variant(w.weights(0), x, m, w.group) +
+                     (fused ? ".fused" : "");
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
@@ -489,13 +495,15 @@ class ShapeBench {
         const kn::ScopedTern2GemmTokens tokens(wgmma_tokens_path(path_arg));
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {
-            if (with_act)
-                kn::act_int8_quantize(reinterpret_cast<const float*>(x_f32_.at(i)), m, w.k,
-                                      in.q->as<int8_t>(), in.q_scale->as<float>(), stream);
             kn::ProductOut out;
             out.y = in.y_f32->as<float>();
             out.w_scale = w.w_scale(i);
             out.w_scale_rows = w.n;
+            if (with_act) {  // as the GPU runtime runs a layer: fused where a kernel takes it
+                kn::product_from_float(w.weights(i), reinterpret_cast<const float*>(x_f32_.at(i)), m, w.group,
+                                       out, in.q->as<int8_t>(), in.q_scale->as<float>(), stream, path);
+                return;
+            }
             out.x_scale = x_scale;
             out.x_scale_rows = m;
             kn::product(w.weights(i), x, m, w.group, out, stream, path);

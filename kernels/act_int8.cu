@@ -5,12 +5,12 @@
 #include "kernels/act_int8.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
 #include "core/act_int8.h"
+#include "kernels/act_int8.cuh"
 #include "core/error.h"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
@@ -19,40 +19,15 @@
 namespace trit::kernels {
 namespace {
 
+using act8dev::abs_or_inf;
+using act8dev::block_max;
+using act8dev::quantize_one;
+
 constexpr int kWarp = 32;
 constexpr int kMaxThreads = 1024;
 // Loads (float4 or float) per thread: amortizes the reduction, and a short row gets a small
 // block instead of 1024 mostly idle threads.
 constexpr int64_t kUnitsPerThread = 4;
-
-// NaN and +-Inf map to +Inf (a NaN compares false), as in the reference: one max reduction
-// yields both the absmax and whether the row is non-finite. fmaxf is exact, so any reduction
-// order gives the reference's value.
-__device__ __forceinline__ float abs_or_inf(float v) {
-    const float a = fabsf(v);
-    return a <= FLT_MAX ? a : __int_as_float(0x7f800000);
-}
-
-// __fmul_rn is never contracted into an FMA and __float2int_rn rounds half to even, matching
-// nearbyintf on the host. Only called for finite rows, where |v * qs| <= 127.
-__device__ __forceinline__ signed char quantize_one(float v, float qs) {
-    const int i = __float2int_rn(__fmul_rn(v, qs));
-    return static_cast<signed char>(min(max(i, -128), 127));
-}
-
-// Max over the block, returned to every thread. Each warp reduces the per-warp partials itself,
-// so a single barrier suffices; `partial` is written once per block (one row per block).
-__device__ __forceinline__ float block_max(float v, float* partial) {
-    for (int o = kWarp / 2; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x % kWarp;
-    if (lane == 0) partial[threadIdx.x / kWarp] = v;
-    __syncthreads();
-    v = lane < static_cast<int>(blockDim.x / kWarp) ? partial[lane] : 0.0f;
-    for (int o = kWarp / 2; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 // kVec: x rows read as float4, q rows written as char4 (needs cols % 4 == 0 and alignment).
 template <bool kVec>
@@ -82,29 +57,21 @@ __global__ void __launch_bounds__(kMaxThreads)
             return i < n ? xr[i] : 0.0f;
         }
     };
-    auto unit_max = [](const Unit& u) {
-        if constexpr (kVec) {
-            return fmaxf(fmaxf(abs_or_inf(u.x), abs_or_inf(u.y)), fmaxf(abs_or_inf(u.z), abs_or_inf(u.w)));
-        } else {
-            return abs_or_inf(u);
-        }
-    };
 
     float amax = 0.0f;
     for (int64_t i0 = threadIdx.x; i0 < n; i0 += kUnitsPerThread * T) {
 #pragma unroll
         for (int u = 0; u < kUnitsPerThread; ++u) v[u] = load(i0 + u * T);
 #pragma unroll
-        for (int u = 0; u < kUnitsPerThread; ++u) amax = fmaxf(amax, unit_max(v[u]));
+        for (int u = 0; u < kUnitsPerThread; ++u) amax = fmaxf(amax, abs_or_inf(v[u]));
     }
     amax = block_max(amax, partial);
 
     // Non-finite row: codes 0, scale NaN (core/act_int8.h). The branch is block-uniform.
-    const bool finite = amax <= FLT_MAX;
-    amax = fmaxf(amax, kAct8Eps);
-    const float qs = finite ? __fdiv_rn(127.0f, amax) : 0.0f;
-    if (threadIdx.x == 0)
-        scale[row] = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7fc00000);
+    const act8dev::RowQuant rq = act8dev::row_quant(amax);
+    const bool finite = rq.finite;
+    const float qs = rq.qs;
+    if (threadIdx.x == 0) scale[row] = rq.scale;
 
     for (int64_t i0 = threadIdx.x; i0 < n; i0 += kUnitsPerThread * T) {
         if (!in_registers) {

@@ -10,9 +10,12 @@
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "exporters/formats/tern24.h"
+#include "kernels/act_int8.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/product_fast.h"
+#include "kernels/tern2_gemv.h"
+#include "kernels/tern2_gemv_oneshot.h"
 
 namespace trit::kernels {
 namespace {
@@ -212,6 +215,28 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     }
     TRIT_FAIL("product (", format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
               "): there is no ", path_name(path), " kernel for ", format_name(w.format));
+}
+
+bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
+                        const ProductOut& out, int8_t* q, float* x_scale, cudaStream_t stream,
+                        ProductPath path) {
+    TRIT_CHECK(x != nullptr && q != nullptr && x_scale != nullptr, "product_from_float (",
+               format_name(w.format), ", m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+               "): x, q and x_scale must be non-null");
+    TRIT_CHECK(out.acc == nullptr, "product_from_float (", format_name(w.format), ", m=", m, ", n=", w.n,
+               ", k=", w.k, ", group=", group, "): y only (out.acc must be null): x's scales are the quantizer's");
+    const bool fuse = (path == ProductPath::kAuto || path == ProductPath::kGemv) &&
+                      w.format == Format::kTern2 && tern2_gemv_takes_float_x(w, x, m, group);
+    if (fuse) {
+        tern2_gemv_oneshot_from_float(w, x, group, out, stream);
+        return true;
+    }
+    act_int8_quantize(x, m, w.k, q, x_scale, stream);
+    ProductOut o = out;
+    o.x_scale = x_scale;
+    o.x_scale_rows = m;
+    product(w, q, m, group, o, stream, path);
+    return false;
 }
 
 }  // namespace trit::kernels

@@ -90,6 +90,17 @@ ProductPath choose_path(const PackedWeights& w, const int8_t* x, int64_t m, int6
 void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream, ProductPath path = ProductPath::kAuto);
 
+// The product from float activations x (m, k), row-major, 16-byte aligned for the fused kernel:
+// x quantized per token to int8 exactly as act_int8_quantize does (kernels/act_int8.h), its
+// scales the epilogue's x scales, then the product, into out.y (y only: out.acc must be null;
+// out.x_scale is not read). Where one kernel takes both steps (tern2, m = 1, the gemv path's
+// one-shot GEMV: tern2_gemv_takes_float_x) it runs alone and q and x_scale are not touched;
+// otherwise act_int8_quantize writes q (m, k) and x_scale (m), and product() runs on them with
+// `path`. Either way y is bit for bit the same. Returns whether it fused.
+bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
+                        const ProductOut& out, int8_t* q, float* x_scale, cudaStream_t stream,
+                        ProductPath path = ProductPath::kAuto);
+
 // The generic kernels: any shape and group, every format, one thread per (i, j) output decoding
 // with the spec headers' helpers. The correctness baseline of the fast kernels and the fallback
 // for shapes they do not take; not fast.

@@ -12,7 +12,6 @@
 #include "core/quant_linear.h"
 #include "exporters/formats/tbits.h"
 #include "exporters/formats/tern2.h"
-#include "kernels/act_int8_torch.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
 #include "kernels/bt_nib4.h"
@@ -203,17 +202,22 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
         torch::Tensor y = (acc * l.w_scale.unsqueeze(0)).sum(2);
         return l.bias.defined() ? y + l.bias : y;
     }
-    auto [q, sx] = act_int8_quantize(x);
+    TRIT_CHECK(x.scalar_type() == torch::kFloat32, "layer ", l.name, ": expected float32 input, got ",
+               x.scalar_type());
     torch::Tensor y = torch::empty({m, l.out}, x.options());
     if (m == 0) return y;
+    // int8 per-token quantization and the product: one launch where a kernel fuses them (tern2, one
+    // token, kernels/product.h), else the quantizer into q and sx, then the product.
+    const torch::Tensor xc = x.contiguous();
+    torch::Tensor q = torch::empty({m, l.in}, x.options().dtype(torch::kInt8));
+    torch::Tensor sx = torch::empty({m}, x.options());
     ProductOut out;
     out.y = y.data_ptr<float>();
     out.w_scale = l.w_scale.data_ptr<float>();
     out.w_scale_rows = l.w_scale.size(0);
-    out.x_scale = sx.data_ptr<float>();
-    out.x_scale_rows = m;
     out.bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
-    product(l.w, q.data_ptr<int8_t>(), m, l.group, out, current_stream(device_));
+    product_from_float(l.w, xc.data_ptr<float>(), m, l.group, out, q.data_ptr<int8_t>(), sx.data_ptr<float>(),
+                       current_stream(device_));
     return y;
 }
 

@@ -268,6 +268,10 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
     return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
 }
 
+bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
+    return oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
+}
+
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream) {
     // Each launcher runs the shared checks itself.

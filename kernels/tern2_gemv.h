@@ -44,6 +44,10 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream);
+// Whether tern2_gemv would run the one-shot kernel for this call with x given as float (1, k)
+// (alignment is x's): then tern2_gemv_oneshot_from_float runs the quantizer and the GEMV in one
+// launch (product_from_float, kernels/product.h).
+bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group);
 // The mma.sync kernel alone (tests, benchmarks): throws when its own rules reject the call.
 void tern2_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                     const ProductOut& out, cudaStream_t stream);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
+#include "kernels/act_int8.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
@@ -29,7 +30,8 @@ constexpr int64_t kOneshotThreads = 16384;  // the grid size tern2_gemv_oneshot_
 
 struct OneshotArgs {
     const uint8_t* codes;
-    const int8_t* x;
+    const int8_t* x;   // int8 x, or null when xf is given
+    const float* xf;   // float x, quantized by every block (kFloatX)
     int64_t n;
     int pieces;     // k / 64
     bool prefetch;  // request the weights, scale and bias before pdl_wait()
@@ -37,9 +39,13 @@ struct OneshotArgs {
 };
 
 // L lanes per row, U pieces per lane (lane l of a row owns pieces l, l + L, ...: neighbouring
-// lanes read neighbouring 16 bytes).
-template <int L, int U>
+// lanes read neighbouring 16 bytes). kFloatX: x is float; every block reduces its absmax and
+// writes its int8 codes to shared memory (act_int8_quantize's arithmetic, act_int8.cuh), and the
+// epilogue uses that scale.
+template <int L, int U, bool kFloatX>
 __global__ void __launch_bounds__(kWarps* kWarp) tern2_gemv_oneshot_kernel(const OneshotArgs a) {
+    extern __shared__ uint4 x_codes[];  // kFloatX: the k int8 codes of x
+    __shared__ float partial[kWarps];
     constexpr int kRowsPerWarp = kWarp / L;
     const int lane = threadIdx.x % kWarp, sub = lane % L;
     const int64_t warp = int64_t{blockIdx.x} * kWarps + threadIdx.x / kWarp;
@@ -66,15 +72,40 @@ __global__ void __launch_bounds__(kWarps* kWarp) tern2_gemv_oneshot_kernel(const
     detail::pdl_wait();
     if (!a.prefetch) load();
 
+    float sx = 0.0f;
+    if constexpr (kFloatX) {
+        const float4* xv = reinterpret_cast<const float4*>(a.xf);
+        const int units = a.pieces * (kPieceCols / 4);
+        float amax = 0.0f;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < units; i += kWarps * kWarp) amax = fmaxf(amax, act8dev::abs_or_inf(__ldg(xv + i)));
+        const act8dev::RowQuant rq = act8dev::row_quant(act8dev::block_max(amax, partial));
+        sx = rq.scale;
+        auto* codes = reinterpret_cast<char4*>(x_codes);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < units; i += kWarps * kWarp) {
+            const float4 v = __ldg(xv + i);
+            codes[i] = rq.finite ? make_char4(act8dev::quantize_one(v.x, rq.qs), act8dev::quantize_one(v.y, rq.qs),
+                                              act8dev::quantize_one(v.z, rq.qs), act8dev::quantize_one(v.w, rq.qs))
+                                 : make_char4(0, 0, 0, 0);
+        }
+        __syncthreads();
+    }
+
     int s = 0;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const int p = sub + u * L;
         if (p >= a.pieces) break;  // lanes past the row's last piece hold zeros from here on
-        const uint4* xp = reinterpret_cast<const uint4*>(a.x) + int64_t{p} * 4;
         uint32_t xq[16];
+        if constexpr (kFloatX) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) permute_x(__ldg(xp + q), xq + 4 * q);
+            for (int q = 0; q < 4; ++q) permute_x(x_codes[p * 4 + q], xq + 4 * q);
+        } else {
+            const uint4* xp = reinterpret_cast<const uint4*>(a.x) + int64_t{p} * 4;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) permute_x(__ldg(xp + q), xq + 4 * q);
+        }
         s = dot16(wv[u].x, xq + 0, s);
         s = dot16(wv[u].y, xq + 4, s);
         s = dot16(wv[u].z, xq + 8, s);
@@ -89,26 +120,27 @@ __global__ void __launch_bounds__(kWarps* kWarp) tern2_gemv_oneshot_kernel(const
         return;
     }
     // store_output's arithmetic for one group and one token, the scale and bias from registers.
-    const float sx = a.out.x_scale[0];
+    if constexpr (!kFloatX) sx = a.out.x_scale[0];
     a.out.y[j] = __fadd_rn(__fmul_rn(detail::epilogue_add(0.0f, ws, s), sx), bias);
 }
 
 using Kernel = void (*)(OneshotArgs);
 
-template <int L, int... Us>
+template <int L, bool kFloatX, int... Us>
 Kernel pick_u(int u, std::integer_sequence<int, Us...>) {
     Kernel k = nullptr;
-    ((k = (u == Us + 1 ? tern2_gemv_oneshot_kernel<L, Us + 1> : k)), ...);
+    ((k = (u == Us + 1 ? tern2_gemv_oneshot_kernel<L, Us + 1, kFloatX> : k)), ...);
     return k;
 }
 
+template <bool kFloatX>
 Kernel pick(int lanes, int u) {
     const auto us = std::make_integer_sequence<int, kMaxPiecesPerLane>{};
     switch (lanes) {
-        case 4: return pick_u<4>(u, us);
-        case 8: return pick_u<8>(u, us);
-        case 16: return pick_u<16>(u, us);
-        case 32: return pick_u<32>(u, us);
+        case 4: return pick_u<4, kFloatX>(u, us);
+        case 8: return pick_u<8, kFloatX>(u, us);
+        case 16: return pick_u<16, kFloatX>(u, us);
+        case 32: return pick_u<32, kFloatX>(u, us);
         default: return nullptr;
     }
 }
@@ -154,28 +186,58 @@ int tern2_gemv_oneshot_lanes(int64_t n, int64_t k) {
     return fewest;
 }
 
-void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                        const ProductOut& out, cudaStream_t stream, int lanes) {
-    check_product("tern2_gemv_oneshot", w, x, m, group, out);
-    const std::string no = tern2_gemv_oneshot_rejects(w, x, m, group);
-    TRIT_CHECK(no.empty(), "tern2_gemv_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
-               "): ", no);
+namespace {
+
+// Both launchers after their checks: x is int8 codes, or float (xf) quantized in the kernel.
+void launch_oneshot(const char* who, const PackedWeights& w, const int8_t* x, const float* xf, int64_t group,
+                    const ProductOut& out, cudaStream_t stream, int lanes) {
     const int64_t pieces = w.k / kPieceCols;
     if (lanes == 0) lanes = tern2_gemv_oneshot_lanes(w.n, w.k);
-    const Kernel kernel = lanes > 0 ? pick(lanes, pieces_per_lane(pieces, lanes)) : nullptr;
-    TRIT_CHECK(kernel != nullptr, "tern2_gemv_oneshot (m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): lanes per row must be 4, 8, 16 or 32 with at most 8 pieces of 64 "
-               "columns each, got ", lanes, " lanes for ", pieces, " pieces");
+    const int u = lanes > 0 ? pieces_per_lane(pieces, lanes) : 0;
+    const Kernel kernel = lanes <= 0 ? nullptr : xf != nullptr ? pick<true>(lanes, u) : pick<false>(lanes, u);
+    TRIT_CHECK(kernel != nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
+               "): lanes per row must be 4, 8, 16 or 32 with at most 8 pieces of 64 columns each, got ", lanes,
+               " lanes for ", pieces, " pieces");
     OneshotArgs a{};
     a.codes = w.a;
     a.x = x;
+    a.xf = xf;
     a.n = w.n;
     a.pieces = static_cast<int>(pieces);
     a.prefetch = w.pdl;
     a.out = out;
     const int64_t rows_per_block = int64_t{kWarps} * (kWarp / lanes);
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(w.n, rows_per_block)));
-    detail::launch_kernel(kernel, grid, dim3(kWarps * kWarp), 0, stream, true, a);
+    const size_t smem = xf != nullptr ? static_cast<size_t>(w.k) : 0;  // x's int8 codes
+    detail::launch_kernel(kernel, grid, dim3(kWarps * kWarp), smem, stream, true, a);
+}
+
+}  // namespace
+
+void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                        const ProductOut& out, cudaStream_t stream, int lanes) {
+    check_product("tern2_gemv_oneshot", w, x, m, group, out);
+    const std::string no = tern2_gemv_oneshot_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "tern2_gemv_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+               "): ", no);
+    launch_oneshot("tern2_gemv_oneshot", w, x, nullptr, group, out, stream, lanes);
+}
+
+void tern2_gemv_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
+                                   cudaStream_t stream, int lanes) {
+    const char* who = "tern2_gemv_oneshot_from_float";
+    TRIT_CHECK(out.acc == nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
+               "): y only (out.acc must be null): the x scale is the kernel's own");
+    // out.x_scale is not read (the kernel computes x's scale): the shared checks see a stand-in.
+    static const float kNotRead = 0.0f;
+    ProductOut checked = out;
+    checked.x_scale = &kNotRead;
+    checked.x_scale_rows = 1;
+    const auto* x_bytes = reinterpret_cast<const int8_t*>(x);
+    check_product(who, w, x_bytes, 1, group, checked);
+    const std::string no = tern2_gemv_oneshot_rejects(w, x_bytes, 1, group);
+    TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    launch_oneshot(who, w, nullptr, x, group, out, stream, lanes);
 }
 
 }  // namespace trit::kernels

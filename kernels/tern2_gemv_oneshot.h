@@ -42,4 +42,13 @@ int tern2_gemv_oneshot_lanes(int64_t n, int64_t k);
 void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                         const ProductOut& out, cudaStream_t stream, int lanes = 0);
 
+// The same product from float x (1, k): every block quantizes x to int8 exactly as
+// act_int8_quantize does (kernels/act_int8.h: per-token absmax, round half to even; a row holding
+// NaN or +-Inf gives codes 0 and scale NaN) into shared memory and uses that scale as the
+// epilogue's x scale, so y is bit for bit act_int8_quantize followed by tern2_gemv_oneshot, in one
+// launch instead of two. y only (out.acc must be null); out.x_scale is not read; x 16-byte
+// aligned; otherwise the rules above.
+void tern2_gemv_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group,
+                                   const ProductOut& out, cudaStream_t stream, int lanes = 0);
+
 }  // namespace trit::kernels

@@ -3,15 +3,23 @@
 // block covers, tens of thousands of rows; k from one piece to the 16384 limit, the BitNet-2B,
 // Llama-8B and BWTA widths), every lane count with every piece count per lane (full and partial
 // last lanes), both with and without the early weight reads of PDL, and its contract rules on the
-// host.
+// host. From float x (tern2_gemv_oneshot_from_float, product_from_float): y bit for bit the CPU
+// quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not, and non-finite
+// rows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/act_int8.h"
 #include "core/error.h"
+#include "exporters/format_table.h"
+#include "kernels/act_int8.h"
 #include "kernels/product.h"
 #include "kernels/tern2_gemv.h"
 #include "kernels/tern2_gemv_oneshot.h"
@@ -105,6 +113,112 @@ TEST_F(Tern2GemvOneshot, TheGemvPathRunsItForOneTokenAndOneScaleGroup) {
     trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
 }
 
+// y of the CPU references for float x (1, k): act_int8_quantize_ref, the exact int32 product, the
+// runtime's epilogue (compiled without FP contraction, as the products' tests do).
+std::vector<float> reference_y(const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n, int64_t k,
+                               const std::vector<float>& ws, const std::vector<float>& bias) {
+    std::vector<int8_t> q(static_cast<size_t>(k));
+    float sx = 0.0f;
+    trit::act_int8_quantize_ref(x.data(), 1, k, q.data(), &sx);
+    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kTern2, 0};
+    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
+    std::vector<int32_t> acc(static_cast<size_t>(n));
+    trit::exporters::gemm_int8(fid, packed, n, k, q.data(), 1, k, acc.data());
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+        const float s = 0.0f + ws[static_cast<size_t>(j)] * static_cast<float>(acc[static_cast<size_t>(j)]);
+        y[static_cast<size_t>(j)] = s * sx + bias[static_cast<size_t>(j)];
+    }
+    return y;
+}
+
+// Runs product_from_float (tern2, m = 1) on the GPU and returns y; *fused says which way it ran.
+std::vector<float> gpu_y_from_float(const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n,
+                                    int64_t k, const std::vector<float>& ws, const std::vector<float>& bias,
+                                    bool* fused) {
+    using trit::gputest::DeviceBuffer;
+    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kTern2, 0};
+    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
+    DeviceBuffer<uint8_t> d_codes(packed[0]);
+    DeviceBuffer<float> d_x(x), d_ws(ws), d_bias(bias), d_y(static_cast<size_t>(n)), d_sx(1);
+    DeviceBuffer<int8_t> d_q(static_cast<size_t>(k));
+    d_y.poison();
+    PackedWeights w = trit::gputest::tern2_weights(n, k, d_codes.get());
+    w.pdl = true;
+    ProductOut out;
+    out.y = d_y.get();
+    out.w_scale = d_ws.get();
+    out.w_scale_rows = n;
+    out.bias = d_bias.get();
+    *fused = trit::kernels::product_from_float(w, d_x.get(), 1, k, out, d_q.get(), d_sx.get(), nullptr);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    return d_y.download();
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    int bad = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+        if (std::memcmp(&got[j], &want[j], sizeof(float)) == 0) continue;
+        if (++bad <= 5) ADD_FAILURE() << "y[" << j << "]: got " << got[j] << ", want " << want[j];
+    }
+}
+
+TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
+    struct Shape {
+        int64_t n, k;
+        float lo, hi;
+    };
+    const std::vector<Shape> shapes = {
+        {768, 768, -3.0f, 3.0f},   {3072, 768, -0.01f, 0.02f}, {768, 3072, -50.0f, 40.0f}, {5, 16384, -1.0f, 1.0f},
+        {1, 64, -1.0f, 1.0f},      {33, 2560, -1e-7f, 1e-7f},  // amax below kAct8Eps
+        {1024, 1024, 0.0f, 0.0f},  // all zeros
+    };
+    uint64_t seed = 900;
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE("n=" + std::to_string(sh.n) + ", k=" + std::to_string(sh.k));
+        ++seed;
+        const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(sh.n * sh.k), -1, 1, seed);
+        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(sh.k), sh.lo, sh.hi, seed + 1);
+        if (sh.k > 100) x[77] = sh.hi * 1.5f;  // one outlier sets the scale
+        const std::vector<float> ws = trit::gputest::random_floats(static_cast<size_t>(sh.n), 1e-3f, 2e-2f, seed + 2);
+        const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(sh.n), -1.0f, 1.0f, seed + 3);
+        bool fused = false;
+        const std::vector<float> y = gpu_y_from_float(codes, x, sh.n, sh.k, ws, bias, &fused);
+        EXPECT_TRUE(fused);  // every shape here is one the one-shot kernel takes
+        expect_same_bits(y, reference_y(codes, x, sh.n, sh.k, ws, bias));
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheOneShotSizeGivesTheSameBits) {
+    // 2560 x 2560 runs the quantizer, then the skinny kernel: the same y as the CPU references.
+    const int64_t n = 2560, k = 2560;
+    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, 41);
+    const std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -2.0f, 2.0f, 42);
+    const std::vector<float> ws = trit::gputest::random_floats(static_cast<size_t>(n), 1e-3f, 2e-2f, 43);
+    const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(n), -1.0f, 1.0f, 44);
+    bool fused = true;
+    const std::vector<float> y = gpu_y_from_float(codes, x, n, k, ws, bias, &fused);
+    EXPECT_FALSE(fused);
+    expect_same_bits(y, reference_y(codes, x, n, k, ws, bias));
+}
+
+TEST_F(Tern2GemvOneshot, FromFloatXANonFiniteRowGivesNaN) {
+    const int64_t n = 96, k = 768;
+    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, 51);
+    const std::vector<float> ws(static_cast<size_t>(n), 0.01f), bias(static_cast<size_t>(n), 0.5f);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -1.0f, 1.0f, 52);
+        x[500] = bad;
+        bool fused = false;
+        const std::vector<float> y = gpu_y_from_float(codes, x, n, k, ws, bias, &fused);
+        EXPECT_TRUE(fused);
+        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "y[" << j << "] = " << y[j];
+    }
+}
+
 TEST(Tern2GemvOneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
     using trit::kernels::tern2_gemv_oneshot_lanes;
     EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 768), 16);     // 12288 threads
@@ -155,6 +269,42 @@ TEST(Tern2GemvOneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
             EXPECT_THAT(e.what(), ::testing::HasSubstr("got " + std::to_string(lanes) + " lanes"));
         }
     }
+}
+
+TEST(Tern2GemvOneshotContract, FromFloatXNamesItsRules) {
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static float x[64];
+    static float y[4], ws[4];
+    static int32_t acc[4];
+    ProductOut out;
+    out.y = y;
+    out.w_scale = ws;
+    auto expect_error = [](auto&& call, const std::string& what) {
+        try {
+            call();
+            ADD_FAILURE() << "expected trit::Error with '" << what << "'";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), ::testing::HasSubstr(what));
+        }
+    };
+    using trit::kernels::tern2_gemv_oneshot_from_float;
+    expect_error([&] { tern2_gemv_oneshot_from_float(tern2(4, 256, codes), x + 1, 256, out, nullptr); },
+                 "tern2_gemv_oneshot_from_float (m=1, n=4, k=256, group=256): the codes and x must be 16-byte aligned");
+    expect_error([&] { tern2_gemv_oneshot_from_float(tern2(4, 256, codes), x, 64, out, nullptr); },
+                 "one scale group only (group >= k)");
+    expect_error([&] { tern2_gemv_oneshot_from_float(tern2(4, 256, codes), nullptr, 256, out, nullptr); },
+                 "must be non-null");
+    ProductOut with_acc = out;
+    with_acc.y = nullptr;
+    with_acc.acc = acc;
+    expect_error([&] { tern2_gemv_oneshot_from_float(tern2(4, 256, codes), x, 256, with_acc, nullptr); },
+                 "y only (out.acc must be null)");
+    static int8_t q[64];
+    static float sx[1];
+    expect_error([&] { trit::kernels::product_from_float(tern2(4, 256, codes), x, 1, 256, with_acc, q, sx, nullptr); },
+                 "product_from_float (tern2, m=1, n=4, k=256, group=256): y only");
+    expect_error([&] { trit::kernels::product_from_float(tern2(4, 256, codes), x, 1, 256, out, nullptr, sx, nullptr); },
+                 "x, q and x_scale must be non-null");
 }
 
 }  // namespace

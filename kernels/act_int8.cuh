@@ -1,6 +1,7 @@
 // Device side of int8 per-token absmax quantization (core/act_int8.h), shared by the quantizer
 // kernel (act_int8.cu) and the kernels that quantize their own x (the one-shot tern2 GEMV from
-// float x, tern2_gemv_oneshot.cu): bit-exact with act_int8_quantize_ref. No LibTorch.
+// float x, tern2_gemv_oneshot.cu): bit-exact with act_int8_quantize_ref. block_reduce also serves
+// the training quantizers (train_quant.cu). No LibTorch.
 #pragma once
 
 #include <cfloat>
@@ -28,17 +29,24 @@ __device__ __forceinline__ signed char quantize_one(float v, float qs) {
     return static_cast<signed char>(min(max(i, -128), 127));
 }
 
-// Max over the block, returned to every thread. Each warp reduces the per-warp partials itself,
-// so a single barrier suffices; `partial` (one float per warp) is written once per call.
-__device__ __forceinline__ float block_max(float v, float* partial) {
+// Reduces v over the block with op (an exact or order-fixed float op), returned to every thread:
+// warp shuffles, one value per warp in `partial`, then each warp reduces the partials itself, so a
+// single barrier suffices; `partial` (one float per warp) is written once per call.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, float* partial, Op op) {
     constexpr int kWarp = 32;
-    for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int lane = threadIdx.x % kWarp;
     if (lane == 0) partial[threadIdx.x / kWarp] = v;
     __syncthreads();
     v = lane < static_cast<int>(blockDim.x / kWarp) ? partial[lane] : 0.0f;
-    for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// Max over the block (fmaxf is exact, so any order gives the same value).
+__device__ __forceinline__ float block_max(float v, float* partial) {
+    return block_reduce(v, partial, [](float a, float b) { return fmaxf(a, b); });
 }
 
 // A row's quantizer from its absmax (the reduction of abs_or_inf): whether the row is finite,

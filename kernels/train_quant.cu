@@ -10,6 +10,7 @@
 
 #include "core/act_int8.h"
 #include "core/error.h"
+#include "kernels/act_int8.cuh"
 #include "kernels/cuda_check.h"
 
 namespace trit::kernels {
@@ -18,17 +19,7 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 
-// Reduces v over the block with op, returned to every thread; `partial` holds one value per warp.
-template <typename Op>
-__device__ __forceinline__ float block_reduce(float v, float* partial, Op op) {
-    for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x % kWarp;
-    if (lane == 0) partial[threadIdx.x / kWarp] = v;
-    __syncthreads();
-    v = lane < static_cast<int>(blockDim.x / kWarp) ? partial[lane] : 0.0f;
-    for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+using act8dev::block_reduce;
 
 __global__ void __launch_bounds__(kThreads)
     act_fake_kernel(const float* __restrict__ x, int64_t cols, float* __restrict__ q,

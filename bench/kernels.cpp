@@ -462,10 +462,8 @@ class ShapeBench {
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
         // With the quantizer: float x read; q and its scales written and read again, unless one
         // kernel fuses both (then the int8 x and its scales never leave the SM).
-        const bool fused = with_act && (path == kn::ProductPath::kAuto || path == kn::ProductPath::kGemv) &&
-                           w.format == kn::Format::kTern2 &&
-                           kn::tern2_gemv_takes_float_x(w.weights(0), reinterpret_cast<const float*>(x_f32_.at(0)),
-                                                        m, w.group);
+        const bool fused = with_act && kn::product_from_float_fuses(
+                                           w.weights(0), reinterpret_cast<const float*>(x_f32_.at(0)), m, w.group, path);
         if (fused) r.bytes += 4 * dm * dk - dm * dk - 4 * dm;
         else if (with_act) r.bytes += 4 * dm * dk + dm * dk + 4 * dm;
         if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths

@@ -10,8 +10,8 @@
 #include <type_traits>
 
 #include "core/act_int8.h"
-#include "kernels/act_int8.cuh"
 #include "core/error.h"
+#include "kernels/act_int8.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"

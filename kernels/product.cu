@@ -217,6 +217,12 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
               "): there is no ", path_name(path), " kernel for ", format_name(w.format));
 }
 
+bool product_from_float_fuses(const PackedWeights& w, const float* x, int64_t m, int64_t group,
+                              ProductPath path) {
+    return (path == ProductPath::kAuto || path == ProductPath::kGemv) && w.format == Format::kTern2 &&
+           tern2_gemv_takes_float_x(w, x, m, group);
+}
+
 bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
                         const ProductOut& out, int8_t* q, float* x_scale, cudaStream_t stream,
                         ProductPath path) {
@@ -225,9 +231,7 @@ bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64
                "): x, q and x_scale must be non-null");
     TRIT_CHECK(out.acc == nullptr, "product_from_float (", format_name(w.format), ", m=", m, ", n=", w.n,
                ", k=", w.k, ", group=", group, "): y only (out.acc must be null): x's scales are the quantizer's");
-    const bool fuse = (path == ProductPath::kAuto || path == ProductPath::kGemv) &&
-                      w.format == Format::kTern2 && tern2_gemv_takes_float_x(w, x, m, group);
-    if (fuse) {
+    if (product_from_float_fuses(w, x, m, group, path)) {
         tern2_gemv_oneshot_from_float(w, x, group, out, stream);
         return true;
     }

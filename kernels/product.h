@@ -100,6 +100,9 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
 bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
                         const ProductOut& out, int8_t* q, float* x_scale, cudaStream_t stream,
                         ProductPath path = ProductPath::kAuto);
+// Whether product_from_float runs the call as one fused launch.
+bool product_from_float_fuses(const PackedWeights& w, const float* x, int64_t m, int64_t group,
+                              ProductPath path = ProductPath::kAuto);
 
 // The generic kernels: any shape and group, every format, one thread per (i, j) output decoding
 // with the spec headers' helpers. The correctness baseline of the fast kernels and the fallback

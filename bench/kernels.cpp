@@ -456,9 +456,11 @@ class ShapeBench {
                      dk = static_cast<double>(w.k);
         // The tern24 dense path reads the tern2 copy instead of the tern24 arrays, bt's nibble
         // GEMV the nibbles instead of the bt bytes.
+        const std::string bt_kernel = w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv
+                                          ? kn::bt_gemv_variant(w.weights(0), x, m, w.group)
+                                          : "";
         const bool dense = (w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm) ||
-                           (w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv &&
-                            std::string(kn::bt_gemv_variant(w.weights(0), x, m, w.group)) == "nib4");
+                           bt_kernel == "nib4" || bt_kernel == "oneshot";
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
         // With the quantizer: float x read; q and its scales written and read again, unless one
         // kernel fuses both (then the int8 x and its scales never leave the SM).
@@ -481,9 +483,13 @@ class ShapeBench {
         if (dot == std::string::npos && w.format == kn::Format::kTern2 &&
             taken == kn::ProductPath::kGemm)
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
-        // An auto tern2 row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny, ...).
-        if (path == kn::ProductPath::kAuto && w.format == kn::Format::kTern2 && taken == kn::ProductPath::kGemv)
-            r.path = std::string("gemv.") + kn::tern2_gemv_variant(w.weights(0), x, m, w.group) +
+        // An auto tern2 or bt row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny,
+        // gemv.nib4, ...).
+        if (path == kn::ProductPath::kAuto && taken == kn::ProductPath::kGemv &&
+            (w.format == kn::Format::kTern2 || w.format == kn::Format::kBt))
+            r.path = "gemv." +
+                     (w.format == kn::Format::kBt ? bt_kernel
+                                                  : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group))) +
                      (fused ? ".fused" : "");
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;

@@ -415,21 +415,39 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
     return m == 1 && bt_gemv_stream_rejects(w, nullptr, m, group).empty();
 }
 
+// The one-shot nibble GEMV (bt_nib4_oneshot) runs the m = 1 calls on matrices of at most
+// 6912 x 2560 weights, the streaming nibble GEMV above that. On the H100 (session 26, bt2, group
+// 64, us, one-shot against streaming): 768 x 768 1.70 vs 3.19, 3072 x 768 2.45 vs 3.53, 768 x 3072
+// 2.56 vs 4.23, 2560 x 2560 4.33 vs 4.87, 4096 x 4096 7.42 vs 8.04, 6912 x 2560 7.65 vs 8.77,
+// 2560 x 6912 7.62 vs 9.65; 14336 x 4096 18.4 vs 18.2, 4096 x 14336 23.7 vs 21.1.
+constexpr int64_t kOneshotMaxWeights = int64_t{6912} * 2560;
+
+bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return w.n * w.k <= kOneshotMaxWeights && bt_nib4_oneshot_rejects(w, x, m, group).empty();
+}
+
 }  // namespace
 
 const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (oneshot_takes(w, x, m, group)) return "oneshot";
     if (bt_nib4_gemv_rejects(w, x, m, group).empty()) return "nib4";
     if (stream_takes(w, m, group)) return "stream";
     return warp::rejects(w, m, group).empty() ? "warp" : "";
 }
 
 std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (bt_nib4_gemv_rejects(w, x, m, group).empty() || stream_takes(w, m, group)) return "";
+    if (oneshot_takes(w, x, m, group) || bt_nib4_gemv_rejects(w, x, m, group).empty() || stream_takes(w, m, group))
+        return "";
     return warp::rejects(w, m, group);
+}
+
+bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
+    return oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
+    if (oneshot_takes(w, x, m, group)) return bt_nib4_oneshot(w, x, m, group, out, stream);
     if (bt_nib4_gemv_rejects(w, x, m, group).empty()) return bt_nib4_gemv(w, x, m, group, out, stream);
     if (stream_takes(w, m, group)) {
         check_product("bt_gemv", w, x, m, group, out);

@@ -38,6 +38,10 @@ std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
 // Which kernel bt_gemv runs for the call: "nib4", "stream", "warp", or "" (it throws). Host only.
 const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
+// Whether bt_gemv would run the one-shot nibble GEMV for the call, which also takes float x
+// (bt_nib4_oneshot_from_float: product_from_float fuses the quantizer there). Host only.
+bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group);
+
 // Throws trit::Error (naming m, n, k, group and the rule) when check_product or both kernels'
 // rules reject the call.
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

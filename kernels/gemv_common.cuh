@@ -27,6 +27,13 @@ constexpr int kMaxWarps = 8;
 // launcher also checks the device's). A shape needing more is rejected (the generic kernel runs).
 constexpr int64_t kSmemBudget = 200 * 1024;
 
+// dp4a of unsigned bytes a with signed bytes b (PTX's mixed form; CUDA's __dp4a has none).
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 // Integer sum over the warp, in every lane. Exact in any order (wraps mod 2^32 like the int32 sum).
 __device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
 #pragma unroll

@@ -72,6 +72,7 @@ namespace trit::kernels {
 namespace {
 
 namespace fmt = trit::formats;
+using gemv::dp4a_us;
 using gemv::kWarp;
 using tern24dev::CodeTable;
 using tern24dev::kChunkCols;
@@ -260,12 +261,6 @@ struct Tern2Codec {
     }
 };
 
-// dp4a of unsigned bytes a with signed bytes b (PTX's mixed form; CUDA's __dp4a has none).
-__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
 
 // bt nibbles (kernels/bt_nib4.h): 64 bytes per chunk (array a: PackedWeights::dense), word q of
 // the chunk = columns 8q .. 8q + 7 as code + 8, low nibbles first; x in natural order. Per word:

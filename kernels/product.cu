@@ -11,6 +11,8 @@
 #include "exporters/formats/tern2.h"
 #include "exporters/formats/tern24.h"
 #include "kernels/act_int8.h"
+#include "kernels/bt_gemv.h"
+#include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/product_fast.h"
@@ -219,8 +221,12 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
 
 bool product_from_float_fuses(const PackedWeights& w, const float* x, int64_t m, int64_t group,
                               ProductPath path) {
-    return (path == ProductPath::kAuto || path == ProductPath::kGemv) && w.format == Format::kTern2 &&
-           tern2_gemv_takes_float_x(w, x, m, group);
+    if (path != ProductPath::kAuto && path != ProductPath::kGemv) return false;
+    // The gemv path's choice for the call (choose_path takes the gemv path for m = 1 wherever these
+    // kernels take the call).
+    if (w.format == Format::kTern2) return tern2_gemv_takes_float_x(w, x, m, group);
+    if (w.format == Format::kBt) return bt_gemv_takes_float_x(w, x, m, group);
+    return false;
 }
 
 bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
@@ -232,7 +238,8 @@ bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64
     TRIT_CHECK(out.acc == nullptr, "product_from_float (", format_name(w.format), ", m=", m, ", n=", w.n,
                ", k=", w.k, ", group=", group, "): y only (out.acc must be null): x's scales are the quantizer's");
     if (product_from_float_fuses(w, x, m, group, path)) {
-        tern2_gemv_oneshot_from_float(w, x, group, out, stream);
+        if (w.format == Format::kTern2) tern2_gemv_oneshot_from_float(w, x, group, out, stream);
+        else bt_nib4_oneshot_from_float(w, x, group, out, stream);
         return true;
     }
     act_int8_quantize(x, m, w.k, q, x_scale, stream);

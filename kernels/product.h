@@ -93,10 +93,10 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
 // The product from float activations x (m, k), row-major, 16-byte aligned for the fused kernel:
 // x quantized per token to int8 exactly as act_int8_quantize does (kernels/act_int8.h), its
 // scales the epilogue's x scales, then the product, into out.y (y only: out.acc must be null;
-// out.x_scale is not read). Where one kernel takes both steps (tern2, m = 1, the gemv path's
-// one-shot GEMV: tern2_gemv_takes_float_x) it runs alone and q and x_scale are not touched;
-// otherwise act_int8_quantize writes q (m, k) and x_scale (m), and product() runs on them with
-// `path`. Either way y is bit for bit the same. Returns whether it fused.
+// out.x_scale is not read). Where one kernel takes both steps (m = 1, the gemv path's one-shot
+// GEMVs: tern2, tern2_gemv_takes_float_x; bt with its nibbles, bt_gemv_takes_float_x) it runs
+// alone and q and x_scale are not touched; otherwise act_int8_quantize writes q (m, k) and
+// x_scale (m), and product() runs on them with `path`. Either way y is bit for bit the same. Returns whether it fused.
 bool product_from_float(const PackedWeights& w, const float* x, int64_t m, int64_t group,
                         const ProductOut& out, int8_t* q, float* x_scale, cudaStream_t stream,
                         ProductPath path = ProductPath::kAuto);

@@ -4,17 +4,18 @@
 // kernels/product.h; its own rules:
 //   - m == 1;
 //   - one scale group (group >= k): the sum is one int32 per row;
-//   - k % 64 == 0 and k <= 16384 (a lane owns whole 64-column, 16-byte pieces of its row, at most
+//   - k % 64 == 0 and k <= 16384 (a lane owns whole 64-column, 16-byte units of its row, at most
 //     8 of them, and a row has at most 32 lanes);
 //   - the packed codes and x 16-byte aligned (cudaMalloc'ed arrays are).
 // n is free (up to 4 * (2^31 - 1)).
 //
-// Layout: L lanes of a warp per row (L = 4, 8, 16 or 32; 32 / L rows per warp), each lane
-// holding U = ceil((k / 64) / L) <= 8 pieces in registers; one warp per 32 / L rows, no loop
-// over tiles. Every lane requests its pieces (and the row's scale and bias) before pdl_wait()
+// Layout (kernels/gemv_oneshot.cuh, the kernel bt's nibbles share): L lanes of a warp per row
+// (L = 4, 8, 16 or 32; 32 / L rows per warp), each lane holding U = ceil((k / 64) / L) <= 8
+// units of 64 columns (16 bytes of codes each) in registers; one warp per 32 / L rows, no loop
+// over tiles. Every lane requests its units (and the row's scale and bias) before pdl_wait()
 // when PackedWeights::pdl allows it, so the whole matrix is in flight while the previous kernel
-// ends; after the wait it reads its x pieces (from L1 / L2), decodes and multiplies (dp4a), and
-// the row's lanes add up with shuffles.
+// ends; after the wait it reads the x of its units (from L1 / L2), decodes and multiplies (dp4a),
+// and the row's lanes add up with shuffles.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -37,8 +38,8 @@ std::string tern2_gemv_oneshot_rejects(const PackedWeights& w, const int8_t* x, 
 int tern2_gemv_oneshot_lanes(int64_t n, int64_t k);
 
 // Runs it with `lanes` lanes per row (0: tern2_gemv_oneshot_lanes(n, k); otherwise 4, 8, 16 or 32
-// with ceil(k / 64 / lanes) <= 8). Throws trit::Error naming m, n, k, group and the rule when the
-// contract rejects the call.
+// with ceil(k / 64 / lanes) <= 8 units a lane). Throws trit::Error naming m, n, k, group and the
+// rule when the contract rejects the call.
 void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                         const ProductOut& out, cudaStream_t stream, int lanes = 0);
 

@@ -265,7 +265,7 @@ TEST(Tern2GemvOneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
             trit::kernels::tern2_gemv_oneshot(tern2(4, k, codes), x, 1, k, out, nullptr, lanes);
             ADD_FAILURE() << "expected trit::Error for " << lanes << " lanes, k = " << k;
         } catch (const trit::Error& e) {
-            EXPECT_THAT(e.what(), ::testing::HasSubstr("lanes per row must be 4, 8, 16 or 32 with at most 8 pieces"));
+            EXPECT_THAT(e.what(), ::testing::HasSubstr("lanes per row must be 4, 8, 16 or 32 with at most 8 units"));
             EXPECT_THAT(e.what(), ::testing::HasSubstr("got " + std::to_string(lanes) + " lanes"));
         }
     }

@@ -1,0 +1,83 @@
+// bt nibbles x int8, one token, every load in flight at once: see kernels/bt_nib4.h for the
+// contract. The kernel is the one-shot GEMV of kernels/gemv_oneshot.cuh with the nibble codec
+// (two masks and two dp4a per 8 columns, 8 * the sum of x subtracted per unit): one int32 sum a
+// row for one scale group, the units' terms added in column order for groups of 64 columns, the
+// units' sums gathered in column order for groups of 64 e columns.
+#include "kernels/bt_nib4.h"
+
+#include "core/error.h"
+#include "exporters/formats/common.h"
+#include "kernels/gemv_oneshot.cuh"
+
+namespace trit::kernels {
+namespace {
+
+static_assert(kBtNib4OneshotMaxK == oneshot::kMaxK);
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kBt || w.depth < 1 || w.depth > kBtNib4MaxDepth)
+        return "bt_nib4_oneshot takes bt weights of depth 1 or 2 only";
+    if (w.dense == nullptr) return "needs the weights' nibbles (PackedWeights::dense, bt_to_nib4)";
+    if (m != 1) return "m must be 1";
+    if (w.k % oneshot::kUnitCols != 0) return "k must be a multiple of 64";
+    if (w.k > kBtNib4OneshotMaxK) return "k must be <= 16384";
+    if (group < w.k && group % oneshot::kUnitCols != 0) return "group must be >= k (one group) or a multiple of 64";
+    if (!aligned16(w.dense) || !aligned16(x)) return "the nibbles and x must be 16-byte aligned";
+    if (formats::ceil_div(w.n, int64_t{oneshot::kWarps}) > 2147483647) return "n must be <= 4 * (2^31 - 1)";
+    return "";
+}
+
+int bt_nib4_oneshot_lanes(int64_t n, int64_t k) {
+    return oneshot::lanes(n, k);
+}
+
+namespace {
+
+// Both launchers after their checks: x is int8 codes, or (kFloatX) float quantized in the kernel.
+template <bool kFloatX>
+void launch_nib4(const char* who, const PackedWeights& w, const int8_t* x, const float* xf, int64_t group,
+                 const ProductOut& out, cudaStream_t stream, int lanes) {
+    using oneshot::Groups;
+    using oneshot::Nib4Codec;
+    const auto run = [&](auto launch) {
+        launch(who, w.dense, w.n, w.k, x, xf, group, w.pdl, out, stream, lanes);
+    };
+    if (group >= w.k) return run(oneshot::launch<Nib4Codec, Groups::kOne, kFloatX>);
+    if (group == oneshot::kUnitCols) return run(oneshot::launch<Nib4Codec, Groups::kUnit, kFloatX>);
+    run(oneshot::launch<Nib4Codec, Groups::kUnits, kFloatX>);
+}
+
+}  // namespace
+
+void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+                     cudaStream_t stream, int lanes) {
+    check_product("bt_nib4_oneshot", w, x, m, group, out);
+    const std::string no = bt_nib4_oneshot_rejects(w, x, m, group);
+    TRIT_CHECK(no.empty(), "bt_nib4_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    launch_nib4<false>("bt_nib4_oneshot", w, x, nullptr, group, out, stream, lanes);
+}
+
+void bt_nib4_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
+                                cudaStream_t stream, int lanes) {
+    const char* who = "bt_nib4_oneshot_from_float";
+    TRIT_CHECK(out.acc == nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
+               "): y only (out.acc must be null): the x scale is the kernel's own");
+    // out.x_scale is not read (the kernel computes x's scale): the shared checks see a stand-in.
+    static const float kNotRead = 0.0f;
+    ProductOut checked = out;
+    checked.x_scale = &kNotRead;
+    checked.x_scale_rows = 1;
+    const auto* x_bytes = reinterpret_cast<const int8_t*>(x);
+    check_product(who, w, x_bytes, 1, group, checked);
+    const std::string no = bt_nib4_oneshot_rejects(w, x_bytes, 1, group);
+    TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes);
+}
+
+}  // namespace trit::kernels

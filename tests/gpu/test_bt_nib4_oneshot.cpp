@@ -1,0 +1,343 @@
+// GPU tests of the one-shot nibble GEMV (bt_nib4_oneshot, kernels/bt_nib4.h): int32 accumulators
+// and fused epilogue bit-exact against the CPU references (computed from the bt bytes) over a
+// shape table (d = 1, 2; n = 1, odd, fewer rows than a block covers, tens of thousands of rows;
+// k from one unit to the 16384 limit; one group, groups of 64, 128, 192, 4096 and a partial last
+// group), every lane count with every unit count per lane (full and partial last lanes, one and
+// several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
+// dispatch (bt_gemv runs it for one token on small matrices when the nibbles are there); its
+// contract rules on the host. From float x (bt_nib4_oneshot_from_float, product_from_float): y bit
+// for bit the CPU quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/act_int8.h"
+#include "core/error.h"
+#include "exporters/format_table.h"
+#include "exporters/formats/bt.h"
+#include "kernels/bt_gemv.h"
+#include "kernels/bt_nib4.h"
+#include "kernels/product.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductOut;
+
+class BtNib4Oneshot : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+void oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+             cudaStream_t stream) {
+    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream);
+}
+
+template <int Lanes>
+void oneshot_lanes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+                   cudaStream_t stream) {
+    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream, Lanes);
+}
+
+ProductCase bt_case(int depth, int64_t n, int64_t k, int64_t group, uint64_t seed) {
+    ProductCase c;
+    c.format = Format::kBt;
+    c.depth = depth;
+    c.dense = true;
+    c.m = 1, c.n = n, c.k = k, c.group = group;
+    c.seed = seed;
+    c.per_tensor_scale = seed % 2 == 0;
+    c.bias = seed % 3 != 0;
+    return c;
+}
+
+TEST_F(BtNib4Oneshot, MatchesTheReferenceOverTheShapeTable) {
+    struct Shape {
+        int64_t n, k, group;
+    };
+    const std::vector<Shape> shapes = {
+        {1, 64, 64},          {3, 128, 1 << 20},  {5, 640, 64},        {33, 768, 64},     {768, 768, 64},
+        {3072, 768, 64},      {768, 3072, 64},    {1000, 2560, 64},    {7, 3072, 3072},   {130, 4096, 128},
+        {9, 6912, 64},        {4, 14336, 4096},   {3, 16384, 64},      {20001, 192, 64},  {2049, 16320, 192},
+        {17, 1088, 5000},     {31, 768, 512},     {6, 4096, 1024},     {11, 2560, 2560},  {40, 8192, 4096},
+    };
+    uint64_t seed = 5000;
+    for (int depth = 1; depth <= trit::kernels::kBtNib4MaxDepth; ++depth) {
+        for (const Shape& s : shapes) {
+            const ProductCase c = bt_case(depth, s.n, s.k, s.group, ++seed);
+            SCOPED_TRACE(trit::gputest::describe(c));
+            trit::gputest::check_product_case(c, oneshot);
+            if (::testing::Test::HasFailure()) return;
+        }
+    }
+}
+
+TEST_F(BtNib4Oneshot, EveryLaneCountAndUnitsPerLane) {
+    using Launcher = trit::gputest::ProductLauncher;
+    const std::vector<std::pair<int, Launcher>> lane_counts = {
+        {4, oneshot_lanes<4>}, {8, oneshot_lanes<8>}, {16, oneshot_lanes<16>}, {32, oneshot_lanes<32>}};
+    uint64_t seed = 5100;
+    for (const auto& [lanes, launch] : lane_counts) {
+        for (int u = 1; u <= 8; ++u) {
+            // Every lane with u units, and only the first lane with u (the others u - 1); one group,
+            // and groups of one unit, of three (a group spans lanes and ends inside a lane's run).
+            for (const int64_t units : {int64_t{lanes} * u, int64_t{lanes} * (u - 1) + 1}) {
+                for (const int64_t group_units : {units, int64_t{1}, int64_t{3}}) {
+                    const ProductCase c = bt_case(2, 2 * 32 / lanes + 3, 64 * units, 64 * group_units, ++seed);
+                    SCOPED_TRACE("lanes " + std::to_string(lanes) + ", " + trit::gputest::describe(c));
+                    trit::gputest::check_product_case(c, launch);
+                    if (::testing::Test::HasFailure()) return;
+                }
+            }
+        }
+    }
+}
+
+TEST_F(BtNib4Oneshot, ExtremeCodesAndXStayExact) {
+    // x = -128 everywhere and codes in [-4, 4]: a unit's high-nibble sum reaches 32 * 192 * 128.
+    for (int64_t group : {int64_t{64}, int64_t{16384}}) {
+        ProductCase c = bt_case(2, 37, 16384, group, 5200 + group);
+        c.x_lo = -128, c.x_hi = -128;
+        SCOPED_TRACE(trit::gputest::describe(c));
+        trit::gputest::check_product_case(c, oneshot);
+    }
+}
+
+PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a, const uint8_t* nib) {
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = depth;
+    w.a = a;
+    w.dense = nib;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneTokenOnSmallMatrices) {
+    alignas(16) static uint8_t bytes[64], nib[64];
+    alignas(16) static int8_t x[64];
+    using trit::kernels::bt_gemv_variant;
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 3072, 768, bytes, nib), x, 1, 64), "oneshot");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 768, 3072, bytes, nib), x, 1, 64), "oneshot");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 768, 768, bytes, nullptr), x, 1, 64), "stream");  // no nibbles
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 768, 768, bytes, nib), x, 2, 64), "warp");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 6912, 2560, bytes, nib), x, 1, 64), "oneshot");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 2560, 6912, bytes, nib), x, 1, 64), "oneshot");
+    // Above 6912 x 2560 weights the streaming kernel measured faster.
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 6913, 2560, bytes, nib), x, 1, 64), "nib4");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 14336, 4096, bytes, nib), x, 1, 64), "nib4");
+    ProductCase c = bt_case(2, 3072, 768, 64, 5300);
+    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kAuto);
+    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
+}
+
+// y of the CPU references for float x (1, k) and bt<depth> codes (n, k) with per-row scales of
+// `group` columns: act_int8_quantize_ref, the exact int32 product, the runtime's epilogue in group
+// order (compiled without FP contraction, as the products' tests do).
+std::vector<float> reference_y(int depth, const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n,
+                               int64_t k, int64_t group, const std::vector<float>& ws, const std::vector<float>& bias) {
+    std::vector<int8_t> q(static_cast<size_t>(k));
+    float sx = 0.0f;
+    trit::act_int8_quantize_ref(x.data(), 1, k, q.data(), &sx);
+    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kBt, depth};
+    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
+    const int64_t groups = (k + group - 1) / group;
+    std::vector<int32_t> acc(static_cast<size_t>(n * groups));
+    trit::exporters::gemm_int8(fid, packed, n, k, q.data(), 1, group, acc.data());
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+        float s = 0.0f;
+        for (int64_t g = 0; g < groups; ++g) {
+            const size_t e = static_cast<size_t>(j * groups + g);
+            s = s + ws[e] * static_cast<float>(acc[e]);
+        }
+        y[static_cast<size_t>(j)] = s * sx + bias[static_cast<size_t>(j)];
+    }
+    return y;
+}
+
+// Runs product_from_float (bt<depth> with its nibbles, m = 1) on the GPU and returns y; *fused says
+// which way it ran.
+std::vector<float> gpu_y_from_float(int depth, const std::vector<int8_t>& codes, const std::vector<float>& x,
+                                    int64_t n, int64_t k, int64_t group, const std::vector<float>& ws,
+                                    const std::vector<float>& bias, bool* fused) {
+    using trit::gputest::DeviceBuffer;
+    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kBt, depth};
+    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
+    std::vector<uint8_t> nib(static_cast<size_t>(n * trit::kernels::bt_nib4_row_bytes(k)));
+    trit::kernels::bt_nib4_pack(codes.data(), n, k, nib.data());
+    DeviceBuffer<uint8_t> d_bt(packed[0]), d_nib(nib);
+    DeviceBuffer<float> d_x(x), d_ws(ws), d_bias(bias), d_y(static_cast<size_t>(n)), d_sx(1);
+    DeviceBuffer<int8_t> d_q(static_cast<size_t>(k));
+    d_y.poison();
+    PackedWeights w = bt(depth, n, k, d_bt.get(), d_nib.get());
+    w.pdl = true;
+    ProductOut out;
+    out.y = d_y.get();
+    out.w_scale = d_ws.get();
+    out.w_scale_rows = n;
+    out.bias = d_bias.get();
+    *fused = trit::kernels::product_from_float(w, d_x.get(), 1, group, out, d_q.get(), d_sx.get(), nullptr);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    return d_y.download();
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    int bad = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+        if (std::memcmp(&got[j], &want[j], sizeof(float)) == 0) continue;
+        if (++bad <= 5) ADD_FAILURE() << "y[" << j << "]: got " << got[j] << ", want " << want[j];
+    }
+}
+
+TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
+    struct Shape {
+        int depth;
+        int64_t n, k, group;
+        float lo, hi;
+        bool fused;  // the one-shot kernel takes it (else the quantizer, then the streaming kernel)
+    };
+    const std::vector<Shape> shapes = {
+        {2, 768, 768, 64, -3.0f, 3.0f, true},      {2, 3072, 768, 64, -0.01f, 0.02f, true},
+        {2, 768, 3072, 64, -50.0f, 40.0f, true},   {1, 5, 16384, 16384, -1.0f, 1.0f, true},
+        {2, 33, 2560, 256, -1e-7f, 1e-7f, true},   // amax below kAct8Eps; groups of four units
+        {2, 1024, 1024, 1024, 0.0f, 0.0f, true},   // all zeros
+        {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, false},
+    };
+    uint64_t seed = 5400;
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE("d=" + std::to_string(sh.depth) + ", n=" + std::to_string(sh.n) + ", k=" + std::to_string(sh.k) +
+                     ", group=" + std::to_string(sh.group));
+        ++seed;
+        const int levels = trit::formats::bt_levels(sh.depth);
+        const std::vector<int8_t> codes =
+            trit::gputest::random_codes(static_cast<size_t>(sh.n * sh.k), -levels, levels, seed);
+        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(sh.k), sh.lo, sh.hi, seed + 1);
+        if (sh.k > 100) x[77] = sh.hi * 1.5f;  // one outlier sets the scale
+        const int64_t groups = (sh.k + sh.group - 1) / sh.group;
+        const std::vector<float> ws =
+            trit::gputest::random_floats(static_cast<size_t>(sh.n * groups), 1e-3f, 2e-2f, seed + 2);
+        const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(sh.n), -1.0f, 1.0f, seed + 3);
+        bool fused = !sh.fused;
+        const std::vector<float> y = gpu_y_from_float(sh.depth, codes, x, sh.n, sh.k, sh.group, ws, bias, &fused);
+        EXPECT_EQ(fused, sh.fused);
+        expect_same_bits(y, reference_y(sh.depth, codes, x, sh.n, sh.k, sh.group, ws, bias));
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST_F(BtNib4Oneshot, FromFloatXANonFiniteRowGivesNaN) {
+    const int64_t n = 96, k = 768;
+    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -4, 4, 5501);
+    const std::vector<float> ws(static_cast<size_t>(n * k / 64), 0.01f), bias(static_cast<size_t>(n), 0.5f);
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -1.0f, 1.0f, 5502);
+        x[500] = bad;
+        bool fused = false;
+        const std::vector<float> y = gpu_y_from_float(2, codes, x, n, k, 64, ws, bias, &fused);
+        EXPECT_TRUE(fused);
+        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "y[" << j << "] = " << y[j];
+    }
+}
+
+TEST(BtNib4OneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
+    using trit::kernels::bt_nib4_oneshot_lanes;
+    EXPECT_EQ(bt_nib4_oneshot_lanes(768, 768), 16);     // 12288 threads
+    EXPECT_EQ(bt_nib4_oneshot_lanes(3072, 768), 4);     // 12288
+    EXPECT_EQ(bt_nib4_oneshot_lanes(768, 3072), 16);    // 12288, 3 units a lane
+    EXPECT_EQ(bt_nib4_oneshot_lanes(100, 16384), 32);   // fewer lanes would need > 8 units
+}
+
+void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
+    trit::gputest::expect_rejected("bt_nib4_oneshot", trit::kernels::bt_nib4_oneshot_rejects, oneshot, w, x, m, group,
+                                   rule);
+}
+
+TEST(BtNib4OneshotContract, RejectsShapesOffItsRulesNamingThem) {
+    alignas(16) static uint8_t bytes[64], nib[64];
+    alignas(16) static int8_t x[64];
+    using trit::kernels::bt_nib4_oneshot_rejects;
+    EXPECT_EQ(bt_nib4_oneshot_rejects(bt(2, 4, 768, bytes, nib), x, 1, 64), "");
+    EXPECT_EQ(bt_nib4_oneshot_rejects(bt(1, 4, 768, bytes, nib), x, 1, 768), "");
+    EXPECT_EQ(bt_nib4_oneshot_rejects(bt(2, 4, 16384, bytes, nib), x, 1, 192), "");
+    expect_rule(bt(3, 4, 768, bytes, nib), x, 1, 64, "depth 1 or 2 only");
+    expect_rule(bt(2, 4, 768, bytes, nullptr), x, 1, 64, "PackedWeights::dense");
+    expect_rule(bt(2, 4, 768, bytes, nib), x, 2, 64, "m must be 1");
+    expect_rule(bt(2, 4, 700, bytes, nib), x, 1, 700, "k must be a multiple of 64");
+    expect_rule(bt(2, 4, 16448, bytes, nib), x, 1, 64, "k must be <= 16384");
+    expect_rule(bt(2, 4, 768, bytes, nib), x, 1, 96, "group must be >= k (one group) or a multiple of 64");
+    expect_rule(bt(2, 4, 256, bytes, nib + 4), x, 1, 64, "16-byte aligned");
+    expect_rule(bt(2, 4, 256, bytes, nib), x + 4, 1, 64, "16-byte aligned");
+}
+
+TEST(BtNib4OneshotContract, FromFloatXNamesItsRules) {
+    alignas(16) static uint8_t bytes[64], nib[64];
+    alignas(16) static float x[64];
+    static float y[4], ws[64];
+    static int32_t acc[64];
+    static int8_t q[64];
+    static float sx[1];
+    ProductOut out;
+    out.y = y;
+    out.w_scale = ws;
+    auto expect_error = [](auto&& call, const std::string& what) {
+        try {
+            call();
+            ADD_FAILURE() << "expected trit::Error with '" << what << "'";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr(what));
+        }
+    };
+    using trit::kernels::bt_nib4_oneshot_from_float;
+    expect_error([&] { bt_nib4_oneshot_from_float(bt(2, 4, 256, bytes, nib), x + 1, 64, out, nullptr); },
+                 "bt_nib4_oneshot_from_float (m=1, n=4, k=256, group=64): the nibbles and x must be 16-byte aligned");
+    expect_error([&] { bt_nib4_oneshot_from_float(bt(2, 4, 256, bytes, nib), x, 96, out, nullptr); },
+                 "group must be >= k (one group) or a multiple of 64");
+    expect_error([&] { bt_nib4_oneshot_from_float(bt(2, 4, 256, bytes, nullptr), x, 64, out, nullptr); },
+                 "PackedWeights::dense");
+    ProductOut with_acc = out;
+    with_acc.y = nullptr;
+    with_acc.acc = acc;
+    expect_error([&] { bt_nib4_oneshot_from_float(bt(2, 4, 256, bytes, nib), x, 64, with_acc, nullptr); },
+                 "y only (out.acc must be null)");
+    expect_error([&] { trit::kernels::product_from_float(bt(2, 4, 256, bytes, nib), x, 1, 64, with_acc, q, sx, nullptr); },
+                 "product_from_float (bt, m=1, n=4, k=256, group=64): y only");
+    // Host-side: product_from_float_fuses says which calls fuse.
+    using trit::kernels::product_from_float_fuses;
+    EXPECT_TRUE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64));
+    EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nullptr), x, 1, 64));  // no nibbles
+    EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 2, 64));
+    EXPECT_FALSE(product_from_float_fuses(bt(2, 14336, 4096, bytes, nib), x, 1, 64));
+    EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64, trit::kernels::ProductPath::kGeneric));
+}
+
+TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
+    alignas(16) static uint8_t bytes[64], nib[64];
+    alignas(16) static int8_t x[64];
+    int32_t acc[64];
+    ProductOut out;
+    out.acc = acc;
+    for (const auto& [lanes, k] : std::vector<std::pair<int, int64_t>>{{4, 4096}, {3, 256}, {64, 256}, {-1, 256}}) {
+        try {
+            trit::kernels::bt_nib4_oneshot(bt(2, 4, k, bytes, nib), x, 1, 64, out, nullptr, lanes);
+            ADD_FAILURE() << "expected trit::Error for " << lanes << " lanes, k = " << k;
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("lanes per row must be 4, 8, 16 or 32 with at most 8 units"));
+            EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(lanes) + " lanes"));
+        }
+    }
+}
+
+}  // namespace

@@ -441,8 +441,15 @@ std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
     return warp::rejects(w, m, group);
 }
 
+// The one-shot kernel quantizes float x itself (every block reduces all k of x) for k <= 4096.
+// On the H100 (session 26, bt2, group 64, m = 1, us, fused against the quantizer and then the
+// one-shot kernel): 768 x 768 2.66 vs 3.46, 3072 x 768 2.95 vs 4.22, 768 x 3072 4.32 vs 5.00,
+// 4096 x 4096 8.78 vs 9.74, 6912 x 2560 9.18 vs 10.32, 2560 x 2560 6.20-6.26 vs 6.14-6.24;
+// 2560 x 6912 10.60-10.67 vs 10.24-10.30.
+constexpr int64_t kFuseMaxK = 4096;
+
 bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
-    return oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
+    return w.k <= kFuseMaxK && oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

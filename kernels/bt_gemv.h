@@ -12,9 +12,10 @@
 //   - warp (m <= 8, any d): one warp per output row, x staged in shared memory. Its rules, which
 //     bt_gemv_warp_rejects names: m <= 8; group >= k or group >= 40; x and the per-warp group
 //     accumulators fit shared memory.
-// With PackedWeights::dense set (the nibbles of kernels/bt_nib4.h, depth <= 2), bt_gemv runs
-// bt_nib4_gemv first, for m = 1 where its rules take the call ("nib4": tern2's streaming kernel
-// with a nibble decode, ~0.5 instructions a weight). Otherwise
+// With PackedWeights::dense set (the nibbles of kernels/bt_nib4.h, depth <= 2), bt_gemv runs the
+// nibble GEMVs first, for m = 1 where their rules take the call: the one-shot kernel
+// (bt_nib4_oneshot, "oneshot") up to 6912 x 2560 weights, else bt_nib4_gemv ("nib4": tern2's
+// streaming kernel with a nibble decode, ~0.5 instructions a weight). Otherwise
 // bt_gemv runs stream for m = 1 when it takes the call (at m = 2 the warp kernel, which decodes
 // once for both tokens, is the one dispatched; bt_gemv_stream runs m = 2 when called alone), else
 // warp; bt_gemv_rejects is "" when either takes it, else warp's first broken rule. Scale groups may end inside a quintet (group 64 = 12.8
@@ -35,11 +36,13 @@ namespace trit::kernels {
 // only, launches nothing.
 std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
-// Which kernel bt_gemv runs for the call: "nib4", "stream", "warp", or "" (it throws). Host only.
+// Which kernel bt_gemv runs for the call: "oneshot", "nib4", "stream", "warp", or "" (it throws).
+// Host only.
 const char* bt_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
-// Whether bt_gemv would run the one-shot nibble GEMV for the call, which also takes float x
-// (bt_nib4_oneshot_from_float: product_from_float fuses the quantizer there). Host only.
+// Whether product_from_float fuses the quantizer into the one-shot nibble GEMV for the call
+// (bt_nib4_oneshot_from_float): where bt_gemv would run that kernel and k <= 4096 (at larger k
+// every block's pass over x costs more than the quantizer's own launch). Host only.
 bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group);
 
 // Throws trit::Error (naming m, n, k, group and the rule) when check_product or both kernels'

@@ -206,14 +206,15 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         int depth;
         int64_t n, k, group;
         float lo, hi;
-        bool fused;  // the one-shot kernel takes it (else the quantizer, then the streaming kernel)
+        bool fused;  // the one-shot kernel takes float x (else the quantizer, then the product)
     };
     const std::vector<Shape> shapes = {
         {2, 768, 768, 64, -3.0f, 3.0f, true},      {2, 3072, 768, 64, -0.01f, 0.02f, true},
-        {2, 768, 3072, 64, -50.0f, 40.0f, true},   {1, 5, 16384, 16384, -1.0f, 1.0f, true},
+        {2, 768, 3072, 64, -50.0f, 40.0f, true},   {1, 5, 4096, 4096, -1.0f, 1.0f, true},
         {2, 33, 2560, 256, -1e-7f, 1e-7f, true},   // amax below kAct8Eps; groups of four units
         {2, 1024, 1024, 1024, 0.0f, 0.0f, true},   // all zeros
         {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, false},
+        {1, 5, 16384, 16384, -1.0f, 1.0f, false},  // k > 4096: the quantizer, then the one-shot kernel
     };
     uint64_t seed = 5400;
     for (const Shape& sh : shapes) {
@@ -320,6 +321,8 @@ TEST(BtNib4OneshotContract, FromFloatXNamesItsRules) {
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nullptr), x, 1, 64));  // no nibbles
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 2, 64));
     EXPECT_FALSE(product_from_float_fuses(bt(2, 14336, 4096, bytes, nib), x, 1, 64));
+    EXPECT_TRUE(product_from_float_fuses(bt(2, 4096, 4096, bytes, nib), x, 1, 64));
+    EXPECT_FALSE(product_from_float_fuses(bt(2, 2560, 6912, bytes, nib), x, 1, 64));  // k > 4096
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64, trit::kernels::ProductPath::kGeneric));
 }
 

@@ -423,7 +423,7 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
 constexpr int64_t kOneshotMaxWeights = int64_t{6912} * 2560;
 
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return w.n * w.k <= kOneshotMaxWeights && bt_nib4_oneshot_rejects(w, x, m, group).empty();
+    return detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, bt_nib4_oneshot_rejects(w, x, m, group).empty());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -23,6 +24,33 @@ inline bool pdl_enabled() {
         return v == nullptr || std::string(v) != "0";
     }();
     return enabled;
+}
+
+// TRIT_ONESHOT in the environment (read once) overrides the size rules that send one-token calls
+// to the one-shot GEMVs (tern2_gemv_oneshot, bt_nib4_oneshot): "0" never runs them, "1" runs
+// them wherever their contracts take the call, whatever its size;
+// unset (or anything else), the measured rules. A way to rule them out when a result looks wrong,
+// and to measure the dispatch (docs/BENCHMARKS.md, session 26).
+enum class OneshotPolicy { kMeasured, kNever, kAlways };
+inline OneshotPolicy oneshot_policy() {
+    static const OneshotPolicy policy = [] {
+        const char* v = std::getenv("TRIT_ONESHOT");
+        if (v == nullptr) return OneshotPolicy::kMeasured;
+        const std::string s(v);
+        return s == "0" ? OneshotPolicy::kNever : s == "1" ? OneshotPolicy::kAlways : OneshotPolicy::kMeasured;
+    }();
+    return policy;
+}
+
+// Whether a one-token call of `weights` = n * k goes to a one-shot GEMV whose contract takes it
+// (`takes`), under the measured size rule `weights <= max_weights` and TRIT_ONESHOT.
+inline bool oneshot_runs(int64_t weights, int64_t max_weights, bool takes) {
+    switch (oneshot_policy()) {
+        case OneshotPolicy::kNever: return false;
+        case OneshotPolicy::kAlways: return takes;
+        case OneshotPolicy::kMeasured: break;
+    }
+    return takes && weights <= max_weights;
 }
 
 // launch_kernel over clusters of `cluster` CTAs (a thread block cluster when it holds more than

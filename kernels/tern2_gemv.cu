@@ -241,7 +241,7 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 constexpr int64_t kOneshotMaxWeights = int64_t{3072} * 768;
 
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return w.n * w.k <= kOneshotMaxWeights && tern2_gemv_oneshot_rejects(w, x, m, group).empty();
+    return detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, tern2_gemv_oneshot_rejects(w, x, m, group).empty());
 }
 
 bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {

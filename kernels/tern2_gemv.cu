@@ -268,8 +268,20 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
     return tern2_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
 }
 
+namespace {
+
+// From float x the one-shot kernel, which quantizes x itself, runs up to 2560 x 2560 weights: one
+// launch there beats the quantizer's launch and then the skinny kernel, although the one-shot
+// product alone loses to skinny's. On the H100 (session 26, m = 1, us, quantizer + product): 2560 x
+// 2560 4.88-4.89 fused against 5.39-5.41 (quantizer, then skinny); above that fusing lost: 4096 x
+// 4096 9.24-9.34 vs 6.58-6.68, 6912 x 2560 8.51-8.58 vs 6.78, 2560 x 6912 11.10-11.12 vs 7.79.
+constexpr int64_t kFuseMaxWeights = int64_t{2560} * 2560;
+
+}  // namespace
+
 bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
-    return oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
+    return detail::oneshot_runs(w.n * w.k, kFuseMaxWeights,
+                                tern2_gemv_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty());
 }
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -44,9 +44,11 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                 const ProductOut& out, cudaStream_t stream);
-// Whether tern2_gemv would run the one-shot kernel for this call with x given as float (1, k)
-// (alignment is x's): then tern2_gemv_oneshot_from_float runs the quantizer and the GEMV in one
-// launch (product_from_float, kernels/product.h).
+// Whether product_from_float (kernels/product.h) runs this call with x given as float (1, k)
+// (alignment is x's) as one launch of tern2_gemv_oneshot_from_float, the quantizer and the GEMV
+// together: where the one-shot kernel's contract takes it, up to 2560 x 2560 weights (measured
+// faster than the quantizer's launch and then tern2_gemv, even where tern2_gemv itself runs
+// another kernel).
 bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group);
 // The mma.sync kernel alone (tests, benchmarks): throws when its own rules reject the call.
 void tern2_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

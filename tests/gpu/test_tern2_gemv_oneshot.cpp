@@ -173,6 +173,7 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         {768, 768, -3.0f, 3.0f},   {3072, 768, -0.01f, 0.02f}, {768, 3072, -50.0f, 40.0f}, {5, 16384, -1.0f, 1.0f},
         {1, 64, -1.0f, 1.0f},      {33, 2560, -1e-7f, 1e-7f},  // amax below kAct8Eps
         {1024, 1024, 0.0f, 0.0f},  // all zeros
+        {2560, 2560, -2.0f, 2.0f},  // fused, although the product alone runs the skinny kernel
     };
     uint64_t seed = 900;
     for (const Shape& sh : shapes) {
@@ -185,15 +186,16 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(sh.n), -1.0f, 1.0f, seed + 3);
         bool fused = false;
         const std::vector<float> y = gpu_y_from_float(codes, x, sh.n, sh.k, ws, bias, &fused);
-        EXPECT_TRUE(fused);  // every shape here is one the one-shot kernel takes
+        EXPECT_TRUE(fused);  // every shape here is one the fused one-shot kernel takes
         expect_same_bits(y, reference_y(codes, x, sh.n, sh.k, ws, bias));
         if (::testing::Test::HasFailure()) return;
     }
 }
 
-TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheOneShotSizeGivesTheSameBits) {
-    // 2560 x 2560 runs the quantizer, then the skinny kernel: the same y as the CPU references.
-    const int64_t n = 2560, k = 2560;
+TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheFusedSizeGivesTheSameBits) {
+    // 2600 x 2560 (above 2560 x 2560 weights) runs the quantizer, then the skinny kernel: the same
+    // y as the CPU references.
+    const int64_t n = 2600, k = 2560;
     const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, 41);
     const std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -2.0f, 2.0f, 42);
     const std::vector<float> ws = trit::gputest::random_floats(static_cast<size_t>(n), 1e-3f, 2e-2f, 43);
@@ -305,6 +307,13 @@ TEST(Tern2GemvOneshotContract, FromFloatXNamesItsRules) {
                  "product_from_float (tern2, m=1, n=4, k=256, group=256): y only");
     expect_error([&] { trit::kernels::product_from_float(tern2(4, 256, codes), x, 1, 256, out, nullptr, sx, nullptr); },
                  "x, q and x_scale must be non-null");
+    // Which calls fuse: the one-shot contract, up to 2560 x 2560 weights.
+    using trit::kernels::product_from_float_fuses;
+    EXPECT_TRUE(product_from_float_fuses(tern2(3072, 768, codes), x, 1, 768));
+    EXPECT_TRUE(product_from_float_fuses(tern2(2560, 2560, codes), x, 1, 2560));
+    EXPECT_FALSE(product_from_float_fuses(tern2(2600, 2560, codes), x, 1, 2560));
+    EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 1, 64));  // several scale groups
+    EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 2, 768));
 }
 
 }  // namespace

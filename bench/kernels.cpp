@@ -485,12 +485,13 @@ class ShapeBench {
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
         // An auto tern2 or bt row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny,
         // gemv.nib4, ...).
+        // A fused row runs the one-shot kernel from float x, whatever kernel the product alone runs.
         if (path == kn::ProductPath::kAuto && taken == kn::ProductPath::kGemv &&
             (w.format == kn::Format::kTern2 || w.format == kn::Format::kBt))
-            r.path = "gemv." +
-                     (w.format == kn::Format::kBt ? bt_kernel
-                                                  : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group))) +
-                     (fused ? ".fused" : "");
+            r.path = fused ? std::string("gemv.oneshot.fused")
+                           : "gemv." + (w.format == kn::Format::kBt
+                                            ? bt_kernel
+                                            : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group)));
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto

@@ -10,15 +10,7 @@
 #include "kernels/gemv_oneshot.cuh"
 
 namespace trit::kernels {
-namespace {
-
 static_assert(kBtNib4OneshotMaxK == oneshot::kMaxK);
-
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-}  // namespace
 
 std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kBt || w.depth < 1 || w.depth > kBtNib4MaxDepth)
@@ -28,7 +20,7 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
     if (w.k % oneshot::kUnitCols != 0) return "k must be a multiple of 64";
     if (w.k > kBtNib4OneshotMaxK) return "k must be <= 16384";
     if (group < w.k && group % oneshot::kUnitCols != 0) return "group must be >= k (one group) or a multiple of 64";
-    if (!aligned16(w.dense) || !aligned16(x)) return "the nibbles and x must be 16-byte aligned";
+    if (!oneshot::aligned16(w.dense) || !oneshot::aligned16(x)) return "the nibbles and x must be 16-byte aligned";
     if (formats::ceil_div(w.n, int64_t{oneshot::kWarps}) > 2147483647) return "n must be <= 4 * (2^31 - 1)";
     return "";
 }
@@ -66,17 +58,7 @@ void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
 void bt_nib4_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
                                 cudaStream_t stream, int lanes) {
     const char* who = "bt_nib4_oneshot_from_float";
-    TRIT_CHECK(out.acc == nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
-               "): y only (out.acc must be null): the x scale is the kernel's own");
-    // out.x_scale is not read (the kernel computes x's scale): the shared checks see a stand-in.
-    static const float kNotRead = 0.0f;
-    ProductOut checked = out;
-    checked.x_scale = &kNotRead;
-    checked.x_scale_rows = 1;
-    const auto* x_bytes = reinterpret_cast<const int8_t*>(x);
-    check_product(who, w, x_bytes, 1, group, checked);
-    const std::string no = bt_nib4_oneshot_rejects(w, x_bytes, 1, group);
-    TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    oneshot::check_from_float(who, w, x, group, out, bt_nib4_oneshot_rejects);
     launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes);
 }
 

@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
@@ -266,6 +267,10 @@ Kernel pick(int lanes, int u) {
     }
 }
 
+inline bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 inline int units_per_lane(int64_t units, int lanes) {
     return static_cast<int>(formats::ceil_div(units, int64_t{lanes}));
 }
@@ -281,6 +286,24 @@ inline int lanes(int64_t n, int64_t k) {
         fewest = l;
     }
     return fewest;
+}
+
+// The float-x launchers' checks, before launch(): y only, the shared contract (kernels/product.h)
+// with a stand-in x scale (the kernel computes its own, out.x_scale is not read) and the kernel's
+// rules (`rejects`, as for int8 x at x's address). Throws trit::Error naming `who` and the shape.
+template <typename Rejects>
+void check_from_float(const char* who, const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
+                      Rejects rejects) {
+    TRIT_CHECK(out.acc == nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
+               "): y only (out.acc must be null): the x scale is the kernel's own");
+    static const float kNotRead = 0.0f;
+    ProductOut checked = out;
+    checked.x_scale = &kNotRead;
+    checked.x_scale_rows = 1;
+    const auto* x_bytes = reinterpret_cast<const int8_t*>(x);
+    check_product(who, w, x_bytes, 1, group, checked);
+    const std::string no = rejects(w, x_bytes, 1, group);
+    TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,

@@ -8,15 +8,7 @@
 #include "kernels/gemv_oneshot.cuh"
 
 namespace trit::kernels {
-namespace {
-
 static_assert(kTern2GemvOneshotMaxK == oneshot::kMaxK);
-
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-}  // namespace
 
 std::string tern2_gemv_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                        int64_t group) {
@@ -25,7 +17,7 @@ std::string tern2_gemv_oneshot_rejects(const PackedWeights& w, const int8_t* x, 
     if (group < w.k) return "one scale group only (group >= k)";
     if (w.k % oneshot::kUnitCols != 0) return "k must be a multiple of 64";
     if (w.k > kTern2GemvOneshotMaxK) return "k must be <= 16384";
-    if (!aligned16(w.a) || !aligned16(x)) return "the codes and x must be 16-byte aligned";
+    if (!oneshot::aligned16(w.a) || !oneshot::aligned16(x)) return "the codes and x must be 16-byte aligned";
     // A block covers at least kWarps rows (one per warp, at 32 lanes per row).
     if (formats::ceil_div(w.n, int64_t{oneshot::kWarps}) > 2147483647) return "n must be <= 4 * (2^31 - 1)";
     return "";
@@ -54,17 +46,7 @@ void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int6
 void tern2_gemv_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
                                    cudaStream_t stream, int lanes) {
     const char* who = "tern2_gemv_oneshot_from_float";
-    TRIT_CHECK(out.acc == nullptr, who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group,
-               "): y only (out.acc must be null): the x scale is the kernel's own");
-    // out.x_scale is not read (the kernel computes x's scale): the shared checks see a stand-in.
-    static const float kNotRead = 0.0f;
-    ProductOut checked = out;
-    checked.x_scale = &kNotRead;
-    checked.x_scale_rows = 1;
-    const auto* x_bytes = reinterpret_cast<const int8_t*>(x);
-    check_product(who, w, x_bytes, 1, group, checked);
-    const std::string no = tern2_gemv_oneshot_rejects(w, x_bytes, 1, group);
-    TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
+    oneshot::check_from_float(who, w, x, group, out, tern2_gemv_oneshot_rejects);
     oneshot::launch<oneshot::Tern2Codec, oneshot::Groups::kOne, true>(
         who, w.a, w.n, w.k, nullptr, x, group, w.pdl, out, stream, lanes);
 }

@@ -101,6 +101,19 @@ inline kernels::PackedWeights tern2_weights(int64_t n, int64_t k, const uint8_t*
     return w;
 }
 
+// bt<depth> (n, k) weights at `bytes`, with their nibbles at `nib` (PackedWeights::dense; null for
+// none). Contract checks read only the pointers' alignment.
+inline kernels::PackedWeights bt_weights(int depth, int64_t n, int64_t k, const uint8_t* bytes, const uint8_t* nib) {
+    kernels::PackedWeights w;
+    w.format = kernels::Format::kBt;
+    w.depth = depth;
+    w.a = bytes;
+    w.dense = nib;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
 // tern24 (n, k) weights at mask / signs (contract checks read only the pointers' alignment).
 inline kernels::PackedWeights tern24_weights(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
     kernels::PackedWeights w;

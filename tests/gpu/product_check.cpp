@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/act_int8.h"
 #include "core/error.h"
 #include "exporters/format_table.h"
 #include "exporters/formats/bt.h"
@@ -221,6 +222,70 @@ void expect_rejected(const char* who, ProductRejects rejects, ProductLauncher la
         EXPECT_NE(what.find(std::string(who) + " ("), std::string::npos) << what;
         EXPECT_NE(what.find(shape), std::string::npos) << what;
         EXPECT_NE(what.find(rule), std::string::npos) << what;
+    }
+}
+
+namespace {
+
+exporters::FormatId format_id(const FromFloatCase& c) {
+    return c.format == kernels::Format::kBt ? exporters::FormatId{exporters::WeightFormat::kBt, c.depth}
+                                            : exporters::FormatId{exporters::WeightFormat::kTern2, 0};
+}
+
+}  // namespace
+
+std::vector<float> reference_y_from_float(const FromFloatCase& c) {
+    std::vector<int8_t> q(static_cast<size_t>(c.k));
+    float sx = 0.0f;
+    act_int8_quantize_ref(c.x.data(), 1, c.k, q.data(), &sx);
+    const exporters::FormatId fid = format_id(c);
+    const exporters::Arrays packed = exporters::pack_codes(fid, c.codes.data(), c.n, c.k);
+    const int64_t groups = formats::ceil_div(c.k, c.group);
+    std::vector<int32_t> acc(static_cast<size_t>(c.n * groups));
+    exporters::gemm_int8(fid, packed, c.n, c.k, q.data(), 1, c.group, acc.data());
+    std::vector<float> y(static_cast<size_t>(c.n));
+    for (int64_t j = 0; j < c.n; ++j) {
+        float s = 0.0f;
+        for (int64_t g = 0; g < groups; ++g) {
+            const size_t e = static_cast<size_t>(j * groups + g);
+            s = s + c.ws[e] * static_cast<float>(acc[e]);
+        }
+        y[static_cast<size_t>(j)] = s * sx + c.bias[static_cast<size_t>(j)];
+    }
+    return y;
+}
+
+std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused) {
+    const exporters::Arrays packed = exporters::pack_codes(format_id(c), c.codes.data(), c.n, c.k);
+    DeviceBuffer<uint8_t> d_a(packed[0]);
+    std::unique_ptr<DeviceBuffer<uint8_t>> d_nib;
+    kernels::PackedWeights w = tern2_weights(c.n, c.k, d_a.get());
+    if (c.format == kernels::Format::kBt) {
+        std::vector<uint8_t> nib(static_cast<size_t>(c.n * kernels::bt_nib4_row_bytes(c.k)));
+        kernels::bt_nib4_pack(c.codes.data(), c.n, c.k, nib.data());
+        d_nib = std::make_unique<DeviceBuffer<uint8_t>>(nib);
+        w = bt_weights(c.depth, c.n, c.k, d_a.get(), d_nib->get());
+    }
+    w.pdl = true;
+    DeviceBuffer<float> d_x(c.x), d_ws(c.ws), d_bias(c.bias), d_y(static_cast<size_t>(c.n)), d_sx(1);
+    DeviceBuffer<int8_t> d_q(static_cast<size_t>(c.k));
+    d_y.poison();
+    kernels::ProductOut out;
+    out.y = d_y.get();
+    out.w_scale = d_ws.get();
+    out.w_scale_rows = c.n;
+    out.bias = d_bias.get();
+    *fused = kernels::product_from_float(w, d_x.get(), 1, c.group, out, d_q.get(), d_sx.get(), nullptr);
+    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+    return d_y.download();
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    int bad = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+        if (std::memcmp(&got[j], &want[j], sizeof(float)) == 0) continue;
+        if (++bad <= 5) ADD_FAILURE() << "y[" << j << "]: got " << got[j] << ", want " << want[j];
     }
 }
 

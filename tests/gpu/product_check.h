@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/product.h"
 
@@ -43,5 +44,26 @@ using ProductRejects = std::string (*)(const kernels::PackedWeights& w, const in
                                        int64_t group);
 void expect_rejected(const char* who, ProductRejects rejects, ProductLauncher launch, const kernels::PackedWeights& w,
                      const int8_t* x, int64_t m, int64_t group, const std::string& rule);
+
+// product_from_float at m = 1 (tern2, or bt<d> of depth <= 2 with its nibbles): float x (1, k),
+// codes (n, k), per-row scales of `group` columns ws (n, G), bias (n).
+struct FromFloatCase {
+    kernels::Format format = kernels::Format::kTern2;
+    int depth = 0;  // bt
+    int64_t n = 1, k = 1, group = 1;
+    std::vector<int8_t> codes;
+    std::vector<float> x, ws, bias;
+};
+
+// y of the CPU references: act_int8_quantize_ref, the exact int32 product of the packed codes,
+// the CPU runtime's epilogue in group order.
+std::vector<float> reference_y_from_float(const FromFloatCase& c);
+
+// y of product_from_float on the GPU (weights uploaded, PackedWeights::pdl set); *fused says
+// whether it ran as one launch.
+std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused);
+
+// EXPECT that got and want hold the same float bits, naming the first mismatches.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want);
 
 }  // namespace trit::gputest

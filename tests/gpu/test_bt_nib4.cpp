@@ -130,14 +130,7 @@ TEST_F(BtNib4, TheGemvPathRunsItForOneTokenWhenTheNibblesAreThere) {
 }
 
 PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a, const uint8_t* nib) {
-    PackedWeights w;
-    w.format = Format::kBt;
-    w.depth = depth;
-    w.a = a;
-    w.dense = nib;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::bt_weights(depth, n, k, a, nib);
 }
 
 TEST(BtNib4Contract, RejectsShapesOffItsRulesNamingThem) {

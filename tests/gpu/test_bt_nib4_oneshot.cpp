@@ -6,20 +6,18 @@
 // several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
 // dispatch (bt_gemv runs it for one token on small matrices when the nibbles are there); its
 // contract rules on the host. From float x (bt_nib4_oneshot_from_float, product_from_float): y bit
-// for bit the CPU quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not.
+// for bit the CPU quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not
+// (product_check.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/act_int8.h"
 #include "core/error.h"
-#include "exporters/format_table.h"
 #include "exporters/formats/bt.h"
 #include "kernels/bt_gemv.h"
 #include "kernels/bt_nib4.h"
@@ -113,14 +111,7 @@ TEST_F(BtNib4Oneshot, ExtremeCodesAndXStayExact) {
 }
 
 PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a, const uint8_t* nib) {
-    PackedWeights w;
-    w.format = Format::kBt;
-    w.depth = depth;
-    w.a = a;
-    w.dense = nib;
-    w.n = n;
-    w.k = k;
-    return w;
+    return trit::gputest::bt_weights(depth, n, k, a, nib);
 }
 
 TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneTokenOnSmallMatrices) {
@@ -141,64 +132,19 @@ TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneTokenOnSmallMatrices) {
     trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
 }
 
-// y of the CPU references for float x (1, k) and bt<depth> codes (n, k) with per-row scales of
-// `group` columns: act_int8_quantize_ref, the exact int32 product, the runtime's epilogue in group
-// order (compiled without FP contraction, as the products' tests do).
-std::vector<float> reference_y(int depth, const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n,
-                               int64_t k, int64_t group, const std::vector<float>& ws, const std::vector<float>& bias) {
-    std::vector<int8_t> q(static_cast<size_t>(k));
-    float sx = 0.0f;
-    trit::act_int8_quantize_ref(x.data(), 1, k, q.data(), &sx);
-    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kBt, depth};
-    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
-    const int64_t groups = (k + group - 1) / group;
-    std::vector<int32_t> acc(static_cast<size_t>(n * groups));
-    trit::exporters::gemm_int8(fid, packed, n, k, q.data(), 1, group, acc.data());
-    std::vector<float> y(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-        float s = 0.0f;
-        for (int64_t g = 0; g < groups; ++g) {
-            const size_t e = static_cast<size_t>(j * groups + g);
-            s = s + ws[e] * static_cast<float>(acc[e]);
-        }
-        y[static_cast<size_t>(j)] = s * sx + bias[static_cast<size_t>(j)];
-    }
-    return y;
-}
-
-// Runs product_from_float (bt<depth> with its nibbles, m = 1) on the GPU and returns y; *fused says
-// which way it ran.
-std::vector<float> gpu_y_from_float(int depth, const std::vector<int8_t>& codes, const std::vector<float>& x,
-                                    int64_t n, int64_t k, int64_t group, const std::vector<float>& ws,
-                                    const std::vector<float>& bias, bool* fused) {
-    using trit::gputest::DeviceBuffer;
-    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kBt, depth};
-    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
-    std::vector<uint8_t> nib(static_cast<size_t>(n * trit::kernels::bt_nib4_row_bytes(k)));
-    trit::kernels::bt_nib4_pack(codes.data(), n, k, nib.data());
-    DeviceBuffer<uint8_t> d_bt(packed[0]), d_nib(nib);
-    DeviceBuffer<float> d_x(x), d_ws(ws), d_bias(bias), d_y(static_cast<size_t>(n)), d_sx(1);
-    DeviceBuffer<int8_t> d_q(static_cast<size_t>(k));
-    d_y.poison();
-    PackedWeights w = bt(depth, n, k, d_bt.get(), d_nib.get());
-    w.pdl = true;
-    ProductOut out;
-    out.y = d_y.get();
-    out.w_scale = d_ws.get();
-    out.w_scale_rows = n;
-    out.bias = d_bias.get();
-    *fused = trit::kernels::product_from_float(w, d_x.get(), 1, group, out, d_q.get(), d_sx.get(), nullptr);
-    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
-    return d_y.download();
-}
-
-void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-    ASSERT_EQ(got.size(), want.size());
-    int bad = 0;
-    for (size_t j = 0; j < got.size(); ++j) {
-        if (std::memcmp(&got[j], &want[j], sizeof(float)) == 0) continue;
-        if (++bad <= 5) ADD_FAILURE() << "y[" << j << "]: got " << got[j] << ", want " << want[j];
-    }
+// A bt<depth> float-x case: random codes, x in [lo, hi], per-row scales of `group` columns, biases.
+trit::gputest::FromFloatCase bt_from_float(int depth, int64_t n, int64_t k, int64_t group, float lo, float hi,
+                                           uint64_t seed) {
+    trit::gputest::FromFloatCase c;
+    c.format = Format::kBt;
+    c.depth = depth;
+    c.n = n, c.k = k, c.group = group;
+    const int levels = trit::formats::bt_levels(depth);
+    c.codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -levels, levels, seed);
+    c.x = trit::gputest::random_floats(static_cast<size_t>(k), lo, hi, seed + 1);
+    c.ws = trit::gputest::random_floats(static_cast<size_t>(n * ((k + group - 1) / group)), 1e-3f, 2e-2f, seed + 2);
+    c.bias = trit::gputest::random_floats(static_cast<size_t>(n), -1.0f, 1.0f, seed + 3);
+    return c;
 }
 
 TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
@@ -220,36 +166,25 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
     for (const Shape& sh : shapes) {
         SCOPED_TRACE("d=" + std::to_string(sh.depth) + ", n=" + std::to_string(sh.n) + ", k=" + std::to_string(sh.k) +
                      ", group=" + std::to_string(sh.group));
-        ++seed;
-        const int levels = trit::formats::bt_levels(sh.depth);
-        const std::vector<int8_t> codes =
-            trit::gputest::random_codes(static_cast<size_t>(sh.n * sh.k), -levels, levels, seed);
-        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(sh.k), sh.lo, sh.hi, seed + 1);
-        if (sh.k > 100) x[77] = sh.hi * 1.5f;  // one outlier sets the scale
-        const int64_t groups = (sh.k + sh.group - 1) / sh.group;
-        const std::vector<float> ws =
-            trit::gputest::random_floats(static_cast<size_t>(sh.n * groups), 1e-3f, 2e-2f, seed + 2);
-        const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(sh.n), -1.0f, 1.0f, seed + 3);
+        trit::gputest::FromFloatCase c = bt_from_float(sh.depth, sh.n, sh.k, sh.group, sh.lo, sh.hi, seed += 4);
+        if (sh.k > 100) c.x[77] = sh.hi * 1.5f;  // one outlier sets the scale
         bool fused = !sh.fused;
-        const std::vector<float> y = gpu_y_from_float(sh.depth, codes, x, sh.n, sh.k, sh.group, ws, bias, &fused);
+        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
         EXPECT_EQ(fused, sh.fused);
-        expect_same_bits(y, reference_y(sh.depth, codes, x, sh.n, sh.k, sh.group, ws, bias));
+        trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
         if (::testing::Test::HasFailure()) return;
     }
 }
 
 TEST_F(BtNib4Oneshot, FromFloatXANonFiniteRowGivesNaN) {
-    const int64_t n = 96, k = 768;
-    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -4, 4, 5501);
-    const std::vector<float> ws(static_cast<size_t>(n * k / 64), 0.01f), bias(static_cast<size_t>(n), 0.5f);
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()}) {
-        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -1.0f, 1.0f, 5502);
-        x[500] = bad;
+        trit::gputest::FromFloatCase c = bt_from_float(2, 96, 768, 64, -1.0f, 1.0f, 5501);
+        c.x[500] = bad;
         bool fused = false;
-        const std::vector<float> y = gpu_y_from_float(2, codes, x, n, k, 64, ws, bias, &fused);
+        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
         EXPECT_TRUE(fused);
-        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "y[" << j << "] = " << y[j];
+        for (size_t j = 0; j < y.size(); ++j) EXPECT_TRUE(std::isnan(y[j])) << "y[" << j << "] = " << y[j];
     }
 }
 

@@ -10,16 +10,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/act_int8.h"
 #include "core/error.h"
-#include "exporters/format_table.h"
-#include "kernels/act_int8.h"
 #include "kernels/product.h"
 #include "kernels/tern2_gemv.h"
 #include "kernels/tern2_gemv_oneshot.h"
@@ -113,55 +109,15 @@ TEST_F(Tern2GemvOneshot, TheGemvPathRunsItForOneTokenAndOneScaleGroup) {
     trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
 }
 
-// y of the CPU references for float x (1, k): act_int8_quantize_ref, the exact int32 product, the
-// runtime's epilogue (compiled without FP contraction, as the products' tests do).
-std::vector<float> reference_y(const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n, int64_t k,
-                               const std::vector<float>& ws, const std::vector<float>& bias) {
-    std::vector<int8_t> q(static_cast<size_t>(k));
-    float sx = 0.0f;
-    trit::act_int8_quantize_ref(x.data(), 1, k, q.data(), &sx);
-    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kTern2, 0};
-    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
-    std::vector<int32_t> acc(static_cast<size_t>(n));
-    trit::exporters::gemm_int8(fid, packed, n, k, q.data(), 1, k, acc.data());
-    std::vector<float> y(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-        const float s = 0.0f + ws[static_cast<size_t>(j)] * static_cast<float>(acc[static_cast<size_t>(j)]);
-        y[static_cast<size_t>(j)] = s * sx + bias[static_cast<size_t>(j)];
-    }
-    return y;
-}
-
-// Runs product_from_float (tern2, m = 1) on the GPU and returns y; *fused says which way it ran.
-std::vector<float> gpu_y_from_float(const std::vector<int8_t>& codes, const std::vector<float>& x, int64_t n,
-                                    int64_t k, const std::vector<float>& ws, const std::vector<float>& bias,
-                                    bool* fused) {
-    using trit::gputest::DeviceBuffer;
-    const trit::exporters::FormatId fid{trit::exporters::WeightFormat::kTern2, 0};
-    const trit::exporters::Arrays packed = trit::exporters::pack_codes(fid, codes.data(), n, k);
-    DeviceBuffer<uint8_t> d_codes(packed[0]);
-    DeviceBuffer<float> d_x(x), d_ws(ws), d_bias(bias), d_y(static_cast<size_t>(n)), d_sx(1);
-    DeviceBuffer<int8_t> d_q(static_cast<size_t>(k));
-    d_y.poison();
-    PackedWeights w = trit::gputest::tern2_weights(n, k, d_codes.get());
-    w.pdl = true;
-    ProductOut out;
-    out.y = d_y.get();
-    out.w_scale = d_ws.get();
-    out.w_scale_rows = n;
-    out.bias = d_bias.get();
-    *fused = trit::kernels::product_from_float(w, d_x.get(), 1, k, out, d_q.get(), d_sx.get(), nullptr);
-    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
-    return d_y.download();
-}
-
-void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-    ASSERT_EQ(got.size(), want.size());
-    int bad = 0;
-    for (size_t j = 0; j < got.size(); ++j) {
-        if (std::memcmp(&got[j], &want[j], sizeof(float)) == 0) continue;
-        if (++bad <= 5) ADD_FAILURE() << "y[" << j << "]: got " << got[j] << ", want " << want[j];
-    }
+// A tern2 float-x case: random codes, x in [lo, hi], per-row scales and biases.
+trit::gputest::FromFloatCase tern2_from_float(int64_t n, int64_t k, float lo, float hi, uint64_t seed) {
+    trit::gputest::FromFloatCase c;
+    c.n = n, c.k = k, c.group = k;
+    c.codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, seed);
+    c.x = trit::gputest::random_floats(static_cast<size_t>(k), lo, hi, seed + 1);
+    c.ws = trit::gputest::random_floats(static_cast<size_t>(n), 1e-3f, 2e-2f, seed + 2);
+    c.bias = trit::gputest::random_floats(static_cast<size_t>(n), -1.0f, 1.0f, seed + 3);
+    return c;
 }
 
 TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
@@ -178,16 +134,12 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
     uint64_t seed = 900;
     for (const Shape& sh : shapes) {
         SCOPED_TRACE("n=" + std::to_string(sh.n) + ", k=" + std::to_string(sh.k));
-        ++seed;
-        const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(sh.n * sh.k), -1, 1, seed);
-        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(sh.k), sh.lo, sh.hi, seed + 1);
-        if (sh.k > 100) x[77] = sh.hi * 1.5f;  // one outlier sets the scale
-        const std::vector<float> ws = trit::gputest::random_floats(static_cast<size_t>(sh.n), 1e-3f, 2e-2f, seed + 2);
-        const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(sh.n), -1.0f, 1.0f, seed + 3);
+        trit::gputest::FromFloatCase c = tern2_from_float(sh.n, sh.k, sh.lo, sh.hi, seed += 4);
+        if (sh.k > 100) c.x[77] = sh.hi * 1.5f;  // one outlier sets the scale
         bool fused = false;
-        const std::vector<float> y = gpu_y_from_float(codes, x, sh.n, sh.k, ws, bias, &fused);
+        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
         EXPECT_TRUE(fused);  // every shape here is one the fused one-shot kernel takes
-        expect_same_bits(y, reference_y(codes, x, sh.n, sh.k, ws, bias));
+        trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
         if (::testing::Test::HasFailure()) return;
     }
 }
@@ -195,29 +147,22 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
 TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheFusedSizeGivesTheSameBits) {
     // 2600 x 2560 (above 2560 x 2560 weights) runs the quantizer, then the skinny kernel: the same
     // y as the CPU references.
-    const int64_t n = 2600, k = 2560;
-    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, 41);
-    const std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -2.0f, 2.0f, 42);
-    const std::vector<float> ws = trit::gputest::random_floats(static_cast<size_t>(n), 1e-3f, 2e-2f, 43);
-    const std::vector<float> bias = trit::gputest::random_floats(static_cast<size_t>(n), -1.0f, 1.0f, 44);
+    const trit::gputest::FromFloatCase c = tern2_from_float(2600, 2560, -2.0f, 2.0f, 41);
     bool fused = true;
-    const std::vector<float> y = gpu_y_from_float(codes, x, n, k, ws, bias, &fused);
+    const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
     EXPECT_FALSE(fused);
-    expect_same_bits(y, reference_y(codes, x, n, k, ws, bias));
+    trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
 }
 
 TEST_F(Tern2GemvOneshot, FromFloatXANonFiniteRowGivesNaN) {
-    const int64_t n = 96, k = 768;
-    const std::vector<int8_t> codes = trit::gputest::random_codes(static_cast<size_t>(n * k), -1, 1, 51);
-    const std::vector<float> ws(static_cast<size_t>(n), 0.01f), bias(static_cast<size_t>(n), 0.5f);
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()}) {
-        std::vector<float> x = trit::gputest::random_floats(static_cast<size_t>(k), -1.0f, 1.0f, 52);
-        x[500] = bad;
+        trit::gputest::FromFloatCase c = tern2_from_float(96, 768, -1.0f, 1.0f, 51);
+        c.x[500] = bad;
         bool fused = false;
-        const std::vector<float> y = gpu_y_from_float(codes, x, n, k, ws, bias, &fused);
+        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
         EXPECT_TRUE(fused);
-        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "y[" << j << "] = " << y[j];
+        for (size_t j = 0; j < y.size(); ++j) EXPECT_TRUE(std::isnan(y[j])) << "y[" << j << "] = " << y[j];
     }
 }
 
@@ -226,9 +171,9 @@ TEST(Tern2GemvOneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
     EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 768), 16);     // 12288 threads
     EXPECT_EQ(tern2_gemv_oneshot_lanes(1024, 1024), 16);   // 16384
     EXPECT_EQ(tern2_gemv_oneshot_lanes(3072, 768), 4);     // 12288
-    EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 3072), 16);    // 12288, 3 pieces a lane
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(768, 3072), 16);    // 12288, 3 units a lane
     EXPECT_EQ(tern2_gemv_oneshot_lanes(4, 64), 32);        // one block
-    EXPECT_EQ(tern2_gemv_oneshot_lanes(100, 16384), 32);   // 4 to 16 lanes would need > 8 pieces
+    EXPECT_EQ(tern2_gemv_oneshot_lanes(100, 16384), 32);   // 4 to 16 lanes would need > 8 units
     EXPECT_EQ(tern2_gemv_oneshot_lanes(20000, 2560), 8);   // over 16384 threads: the fewest lanes
     EXPECT_EQ(tern2_gemv_oneshot_lanes(20000, 1024), 4);   //   that hold the row
 }

@@ -10,6 +10,7 @@
 #include "kernels/gemv_oneshot.cuh"
 
 namespace trit::kernels {
+
 static_assert(kBtNib4OneshotMaxK == oneshot::kMaxK);
 
 std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {

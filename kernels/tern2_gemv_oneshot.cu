@@ -8,6 +8,7 @@
 #include "kernels/gemv_oneshot.cuh"
 
 namespace trit::kernels {
+
 static_assert(kTern2GemvOneshotMaxK == oneshot::kMaxK);
 
 std::string tern2_gemv_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m,

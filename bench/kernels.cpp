@@ -484,8 +484,8 @@ class ShapeBench {
             taken == kn::ProductPath::kGemm)
             r.path = tern2_gemm_label(m, w.n, w.k, w.group, gpu_.sm_count());
         // An auto tern2 or bt row on the gemv path: the GEMV kernel it runs (gemv.oneshot, gemv.skinny,
-        // gemv.nib4, ...).
-        // A fused row runs the one-shot kernel from float x, whatever kernel the product alone runs.
+        // gemv.nib4, ...); a fused row runs the one-shot kernel from float x (gemv.oneshot.fused),
+        // whatever kernel the product alone runs.
         if (path == kn::ProductPath::kAuto && taken == kn::ProductPath::kGemv &&
             (w.format == kn::Format::kTern2 || w.format == kn::Format::kBt))
             r.path = fused ? std::string("gemv.oneshot.fused")

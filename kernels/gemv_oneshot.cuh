@@ -307,10 +307,10 @@ void check_from_float(const char* who, const PackedWeights& w, const float* x, i
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
-// or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple of 64
-// (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups); lanes 0 picks
-// lanes(n, k). Throws trit::Error naming `who`,
-// the shape and the lane rule for a lane count that cannot hold the row.
+// or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
+// of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups); lanes 0
+// picks lanes(n, k). Throws trit::Error naming `who`, the shape and the lane rule for a lane count
+// that cannot hold the row.
 template <class Codec, Groups kG, bool kFloatX>
 void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const int8_t* x, const float* xf,
             int64_t group, bool prefetch, const ProductOut& out, cudaStream_t stream, int lanes_per_row) {

@@ -28,9 +28,9 @@ inline bool pdl_enabled() {
 
 // TRIT_ONESHOT in the environment (read once) overrides the size rules that send one-token calls
 // to the one-shot GEMVs (tern2_gemv_oneshot, bt_nib4_oneshot): "0" never runs them, "1" runs
-// them wherever their contracts take the call, whatever its size;
-// unset (or anything else), the measured rules. A way to rule them out when a result looks wrong,
-// and to measure the dispatch (docs/BENCHMARKS.md, session 26).
+// them wherever their contracts take the call, whatever its size; unset (or anything else), the
+// measured rules. A way to rule them out when a result looks wrong, and to measure the dispatch
+// (docs/BENCHMARKS.md, session 26).
 enum class OneshotPolicy { kMeasured, kNever, kAlways };
 inline OneshotPolicy oneshot_policy() {
     static const OneshotPolicy policy = [] {

@@ -40,7 +40,17 @@
 namespace trit::kernels::oneshot {
 
 constexpr int kWarp = 32;
-constexpr int kWarps = 4;  // per block
+// Warps per block: 4, and 8 for the float-x kernels with k <= 1024, where every block's pass over x
+// (its absmax and codes) costs more than the blocks' spread over the SMs gains. On the H100
+// (session 26, m = 1, quantizer + product, us, 4 / 8 warps): tern2 768 x 768 2.56 / 2.22, 1024 x
+// 1024 2.83-2.84 / 2.41, 3072 x 768 2.63-2.65 / 2.40-2.42; bt2 768 x 768 2.67-2.71 / 2.29-2.31,
+// 1024 x 1024 3.34-3.35 / 2.70-2.71, 3072 x 768 2.96 / 2.71-2.74; at larger k mixed (768 x 3072
+// tern2 4.16-4.17 / 4.24-4.29, bt2 4.32-4.33 / 4.54-4.59; bt2 4096 x 4096 8.76-8.80 / 7.89-7.92).
+// The int8-x kernels measured fastest with 4 (768 x 768: tern2 1.58 with 4 warps, 1.66 with 2,
+// 1.71-1.76 with 1; bt2 1.70-1.71 / 1.75-1.77 with 8).
+constexpr int kWarps = 4;
+constexpr int kWideWarps = 8;
+constexpr int64_t kWideMaxK = 1024;  // float x, k <= this: kWideWarps
 constexpr int kUnitCols = 64;
 constexpr int kMaxUnitsPerLane = 8;
 constexpr int64_t kMaxK = int64_t{kWarp} * kMaxUnitsPerLane * kUnitCols;  // 16384
@@ -102,14 +112,14 @@ struct Nib4Codec {
     }
 };
 
-template <class Codec, int L, int U, bool kFloatX, Groups kG>
-__global__ void __launch_bounds__(kWarps* kWarp) kernel(const Args a) {
+template <class Codec, int L, int U, bool kFloatX, Groups kG, int W>
+__global__ void __launch_bounds__(W* kWarp) kernel(const Args a) {
     extern __shared__ uint4 x_codes[];  // kFloatX: the k int8 codes of x
-    __shared__ float partial[kWarps];
+    __shared__ float partial[W];
     constexpr int kP = Codec::kPieces;
     constexpr int kRowsPerWarp = kWarp / L;
     const int lane = threadIdx.x % kWarp, sub = lane % L;
-    const int64_t warp = int64_t{blockIdx.x} * kWarps + threadIdx.x / kWarp;
+    const int64_t warp = int64_t{blockIdx.x} * W + threadIdx.x / kWarp;
     const int64_t j = warp * kRowsPerWarp + lane / L;
     const bool row_ok = j < a.n;
     const bool writer = row_ok && sub == 0;
@@ -153,12 +163,12 @@ __global__ void __launch_bounds__(kWarps* kWarp) kernel(const Args a) {
         const int quads = a.units * (kUnitCols / 4);
         float amax = 0.0f;
 #pragma unroll 4
-        for (int i = threadIdx.x; i < quads; i += kWarps * kWarp) amax = fmaxf(amax, act8dev::abs_or_inf(__ldg(xv + i)));
+        for (int i = threadIdx.x; i < quads; i += W * kWarp) amax = fmaxf(amax, act8dev::abs_or_inf(__ldg(xv + i)));
         const act8dev::RowQuant rq = act8dev::row_quant(act8dev::block_max(amax, partial));
         sx = rq.scale;
         auto* codes = reinterpret_cast<char4*>(x_codes);
 #pragma unroll 4
-        for (int i = threadIdx.x; i < quads; i += kWarps * kWarp) {
+        for (int i = threadIdx.x; i < quads; i += W * kWarp) {
             const float4 v = __ldg(xv + i);
             codes[i] = rq.finite ? make_char4(act8dev::quantize_one(v.x, rq.qs), act8dev::quantize_one(v.y, rq.qs),
                                               act8dev::quantize_one(v.z, rq.qs), act8dev::quantize_one(v.w, rq.qs))
@@ -248,21 +258,30 @@ __global__ void __launch_bounds__(kWarps* kWarp) kernel(const Args a) {
 
 using Kernel = void (*)(Args);
 
+// kWideWarps kernels exist for float x with at most kWideMaxK / 64 units a row (U <= 4 at L >= 4).
+template <class Codec, int L, int U, bool kFloatX, Groups kG>
+Kernel pick_w(int warps) {
+    if constexpr (kFloatX && U * 4 <= kWideMaxK / kUnitCols) {
+        if (warps == kWideWarps) return kernel<Codec, L, U, kFloatX, kG, kWideWarps>;
+    }
+    return warps == kWarps ? kernel<Codec, L, U, kFloatX, kG, kWarps> : nullptr;
+}
+
 template <class Codec, int L, bool kFloatX, Groups kG, int... Us>
-Kernel pick_u(int u, std::integer_sequence<int, Us...>) {
+Kernel pick_u(int u, int warps, std::integer_sequence<int, Us...>) {
     Kernel k = nullptr;
-    ((k = (u == Us + 1 ? kernel<Codec, L, Us + 1, kFloatX, kG> : k)), ...);
+    ((k = (u == Us + 1 ? pick_w<Codec, L, Us + 1, kFloatX, kG>(warps) : k)), ...);
     return k;
 }
 
 template <class Codec, bool kFloatX, Groups kG>
-Kernel pick(int lanes, int u) {
+Kernel pick(int lanes, int u, int warps) {
     const auto us = std::make_integer_sequence<int, kMaxUnitsPerLane>{};
     switch (lanes) {
-        case 4: return pick_u<Codec, 4, kFloatX, kG>(u, us);
-        case 8: return pick_u<Codec, 8, kFloatX, kG>(u, us);
-        case 16: return pick_u<Codec, 16, kFloatX, kG>(u, us);
-        case 32: return pick_u<Codec, 32, kFloatX, kG>(u, us);
+        case 4: return pick_u<Codec, 4, kFloatX, kG>(u, warps, us);
+        case 8: return pick_u<Codec, 8, kFloatX, kG>(u, warps, us);
+        case 16: return pick_u<Codec, 16, kFloatX, kG>(u, warps, us);
+        case 32: return pick_u<Codec, 32, kFloatX, kG>(u, warps, us);
         default: return nullptr;
     }
 }
@@ -317,7 +336,8 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     const int64_t units = k / kUnitCols;
     if (lanes_per_row == 0) lanes_per_row = lanes(n, k);
     const int u = lanes_per_row > 0 ? units_per_lane(units, lanes_per_row) : 0;
-    const Kernel kern = lanes_per_row <= 0 ? nullptr : pick<Codec, kFloatX, kG>(lanes_per_row, u);
+    const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
+    const Kernel kern = lanes_per_row <= 0 ? nullptr : pick<Codec, kFloatX, kG>(lanes_per_row, u, warps);
     TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group,
                "): lanes per row must be 4, 8, 16 or 32 with at most 8 units of 64 columns each, got ",
                lanes_per_row, " lanes for ", units, " units");
@@ -331,10 +351,10 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     a.groups = static_cast<int>(formats::ceil_div(units, int64_t{a.unit_groups}));
     a.prefetch = prefetch;
     a.out = out;
-    const int64_t rows_per_block = int64_t{kWarps} * (kWarp / lanes_per_row);
+    const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row);
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
-    const size_t smem = xf != nullptr ? static_cast<size_t>(k) : 0;  // x's int8 codes
-    detail::launch_kernel(kern, grid, dim3(kWarps * kWarp), smem, stream, true, a);
+    const size_t smem = kFloatX ? static_cast<size_t>(k) : 0;  // x's int8 codes
+    detail::launch_kernel(kern, grid, dim3(warps * kWarp), smem, stream, true, a);
 }
 
 }  // namespace trit::kernels::oneshot

@@ -161,6 +161,7 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         {2, 1024, 1024, 1024, 0.0f, 0.0f, true},   // all zeros
         {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, false},
         {1, 5, 16384, 16384, -1.0f, 1.0f, false},  // k > 4096: the quantizer, then the one-shot kernel
+        {2, 300, 1024, 256, -4.0f, 4.0f, true},    // groups of four units, 8-warp blocks (k <= 1024)
     };
     uint64_t seed = 5400;
     for (const Shape& sh : shapes) {

@@ -415,12 +415,13 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
     return m == 1 && bt_gemv_stream_rejects(w, nullptr, m, group).empty();
 }
 
-// The one-shot nibble GEMV (bt_nib4_oneshot) runs the m = 1 calls on matrices of at most
-// 6912 x 2560 weights, the streaming nibble GEMV above that. On the H100 (session 26, bt2, group
-// 64, us, one-shot against streaming): 768 x 768 1.70 vs 3.19, 3072 x 768 2.45 vs 3.53, 768 x 3072
-// 2.56 vs 4.23, 2560 x 2560 4.33 vs 4.87, 4096 x 4096 7.42 vs 8.04, 6912 x 2560 7.65 vs 8.77,
-// 2560 x 6912 7.62 vs 9.65; 14336 x 4096 18.4 vs 18.2, 4096 x 14336 23.7 vs 21.1.
-constexpr int64_t kOneshotMaxWeights = int64_t{6912} * 2560;
+// The one-shot nibble GEMV (bt_nib4_oneshot) runs every m = 1 call its contract takes, the
+// streaming nibble GEMV the others. On the H100 (session 27, bt2, group 64, us, one-shot against
+// streaming): 14336 x 4096 13.47-13.56 vs 18.24-18.33, 4096 x 14336 20.14-20.15 vs 21.06-21.16,
+// 11008 x 4096 13.25-13.31 vs 15.44-15.46, 4096 x 11008 16.12-16.14 vs 18.00-18.01, 128256 x 4096
+// (beyond L2) 102.35 vs 115.54; session 26, on the smaller shapes: 768 x 768 1.70 vs 3.19,
+// 2560 x 2560 4.33 vs 4.87, 6912 x 2560 7.65 vs 8.77.
+constexpr int64_t kOneshotMaxWeights = std::numeric_limits<int64_t>::max();
 
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     return detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, bt_nib4_oneshot_rejects(w, x, m, group).empty());
@@ -442,14 +443,17 @@ std::string bt_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
 }
 
 // The one-shot kernel quantizes float x itself (every block reduces all k of x) for k <= 4096.
-// On the H100 (session 26, bt2, group 64, m = 1, us, fused against the quantizer and then the
-// one-shot kernel): 768 x 768 2.66 vs 3.46, 3072 x 768 2.95 vs 4.22, 768 x 3072 4.32 vs 5.00,
-// 4096 x 4096 8.78 vs 9.74, 6912 x 2560 9.18 vs 10.32, 2560 x 2560 6.20-6.26 vs 6.14-6.24;
-// 2560 x 6912 10.60-10.67 vs 10.24-10.30.
+// On the H100 (session 27, bt2, group 64, m = 1, us, fused against the quantizer and then the
+// one-shot kernel, TRIT_FUSE=1 / TRIT_FUSE=0): 768 x 768 2.43 vs 3.38, 3072 x 768 2.80 vs 3.64,
+// 768 x 3072 4.39 vs 4.88, 1024 x 1024 2.71 vs 3.69, 2560 x 2560 5.10 vs 5.36, 6912 x 2560 6.36 vs
+// 6.99, 11008 x 4096 12.16 vs 12.65, 14336 x 4096 14.40 vs 14.80; 4096 x 4096 7.16 vs 6.86 (the
+// one shape of k <= 4096 where fusing lost, also in a second run: 7.24-7.29 vs 6.66); above k = 4096
+// fusing lost: 2560 x 6912 8.56 vs 8.19, 4096 x 14336 24.91 vs 21.52.
 constexpr int64_t kFuseMaxK = 4096;
 
 bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
-    return w.k <= kFuseMaxK && oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group);
+    const bool takes = bt_nib4_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty();
+    return detail::fuse_runs(w.k <= kFuseMaxK && oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group), takes);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -55,11 +55,13 @@ std::string bt_nib4_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_
 void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                   const ProductOut& out, cudaStream_t stream);
 
-// The one-shot nibble GEMV for small matrices (kernels/gemv_oneshot.cuh, the kernel of the
-// one-shot tern2 GEMV, kernels/tern2_gemv_oneshot.h, with the nibble decode): L lanes of a warp per
-// row, each holding at most 8 units of 64 columns (32 bytes) in registers, every load issued
-// before the PDL wait, no tile loop; the per-unit int32 sums of a row gathered in column order
-// for groups of 64 * e columns. Its rules:
+// The one-shot nibble GEMV (kernels/gemv_oneshot.cuh, the kernel of the one-shot tern2 GEMV,
+// kernels/tern2_gemv_oneshot.h, with the nibble decode): a lane group of 16 or 32 lanes takes one
+// or two rows, each lane holding at most 16 pieces of 32 columns (16 bytes) over its rows in
+// registers, the group's loads reading its rows' pieces in a row; every load issued before the
+// PDL wait, no tile loop; x read once per piece for the group's rows; for several scale groups,
+// one thread per row adds the row's unit terms (or int32 sums) in column order from shared
+// memory. Its rules:
 //   - bt weights of depth 1 or 2 with their nibbles (PackedWeights::dense);
 //   - m = 1;
 //   - k % 64 == 0 and k <= 16384;
@@ -68,14 +70,16 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 constexpr int64_t kBtNib4OneshotMaxK = 16384;
 std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
-// Lanes per row the launcher picks: 4, 8, 16 or 32, the most that keep the grid at <= 16384
-// threads with at most 8 units a lane, else the fewest that hold a row.
-int bt_nib4_oneshot_lanes(int64_t n, int64_t k);
+// Lanes per row and rows per lane group the launcher picks: 32 lanes (16 for k <= 512), and two
+// rows where a lane then holds at most 16 pieces (k <= 8192 at 32 lanes), else one.
+int bt_nib4_oneshot_lanes(int64_t k);
+int bt_nib4_oneshot_rows(int64_t k);
 
-// Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(n, k)). Throws trit::Error naming
-// m, n, k, group and the rule when the contract rejects the call or the lanes cannot hold a row.
+// Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group
+// (0: bt_nib4_oneshot_rows(k)). Throws trit::Error naming m, n, k, group and the rule when the
+// contract rejects the call or the lanes and rows cannot hold a row.
 void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
-                     cudaStream_t stream, int lanes = 0);
+                     cudaStream_t stream, int lanes = 0, int rows = 0);
 
 // The same product from float x (1, k): every block quantizes x to int8 exactly as
 // act_int8_quantize does (kernels/act_int8.h) into shared memory and uses that scale as the
@@ -83,6 +87,6 @@ void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
 // launch. y only (out.acc must be null); out.x_scale is not read; x 16-byte aligned; otherwise
 // the rules above.
 void bt_nib4_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
-                                cudaStream_t stream, int lanes = 0);
+                                cudaStream_t stream, int lanes = 0, int rows = 0);
 
 }  // namespace trit::kernels

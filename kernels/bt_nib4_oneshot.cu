@@ -1,8 +1,8 @@
 // bt nibbles x int8, one token, every load in flight at once: see kernels/bt_nib4.h for the
 // contract. The kernel is the one-shot GEMV of kernels/gemv_oneshot.cuh with the nibble codec
-// (two masks and two dp4a per 8 columns, 8 * the sum of x subtracted per unit): one int32 sum a
-// row for one scale group, the units' terms added in column order for groups of 64 columns, the
-// units' sums gathered in column order for groups of 64 e columns.
+// (two masks and two dp4a per 8 columns, 8 * the sum of x subtracted per piece): one int32 sum a
+// row for one scale group; for several, the units' terms (groups of 64 columns) or int32 sums
+// (groups of 64 e columns) added in column order by one thread per row from shared memory.
 #include "kernels/bt_nib4.h"
 
 #include "core/error.h"
@@ -26,8 +26,12 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
     return "";
 }
 
-int bt_nib4_oneshot_lanes(int64_t n, int64_t k) {
-    return oneshot::lanes(n, k);
+int bt_nib4_oneshot_lanes(int64_t k) {
+    return oneshot::nib4_lanes(k);
+}
+
+int bt_nib4_oneshot_rows(int64_t k) {
+    return oneshot::nib4_rows(k, oneshot::nib4_lanes(k));
 }
 
 namespace {
@@ -35,11 +39,11 @@ namespace {
 // Both launchers after their checks: x is int8 codes, or (kFloatX) float quantized in the kernel.
 template <bool kFloatX>
 void launch_nib4(const char* who, const PackedWeights& w, const int8_t* x, const float* xf, int64_t group,
-                 const ProductOut& out, cudaStream_t stream, int lanes) {
+                 const ProductOut& out, cudaStream_t stream, int lanes, int rows) {
     using oneshot::Groups;
     using oneshot::Nib4Codec;
     const auto run = [&](auto launch) {
-        launch(who, w.dense, w.n, w.k, x, xf, group, w.pdl, out, stream, lanes);
+        launch(who, w.dense, w.n, w.k, x, xf, group, w.pdl, out, stream, lanes, rows);
     };
     if (group >= w.k) return run(oneshot::launch<Nib4Codec, Groups::kOne, kFloatX>);
     if (group == oneshot::kUnitCols) return run(oneshot::launch<Nib4Codec, Groups::kUnit, kFloatX>);
@@ -49,18 +53,18 @@ void launch_nib4(const char* who, const PackedWeights& w, const int8_t* x, const
 }  // namespace
 
 void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
-                     cudaStream_t stream, int lanes) {
+                     cudaStream_t stream, int lanes, int rows) {
     check_product("bt_nib4_oneshot", w, x, m, group, out);
     const std::string no = bt_nib4_oneshot_rejects(w, x, m, group);
     TRIT_CHECK(no.empty(), "bt_nib4_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    launch_nib4<false>("bt_nib4_oneshot", w, x, nullptr, group, out, stream, lanes);
+    launch_nib4<false>("bt_nib4_oneshot", w, x, nullptr, group, out, stream, lanes, rows);
 }
 
 void bt_nib4_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
-                                cudaStream_t stream, int lanes) {
+                                cudaStream_t stream, int lanes, int rows) {
     const char* who = "bt_nib4_oneshot_from_float";
     oneshot::check_from_float(who, w, x, group, out, bt_nib4_oneshot_rejects);
-    launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes);
+    launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes, rows);
 }
 
 }  // namespace trit::kernels

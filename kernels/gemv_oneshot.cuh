@@ -3,23 +3,28 @@
 // launch helper; no LibTorch. The public contracts are in kernels/tern2_gemv_oneshot.h and
 // kernels/bt_nib4.h.
 //
-// Layout. A row is k / 64 units of 64 columns (tern2: 16 bytes a unit, nibbles: 32). L lanes of a
-// warp share a row (L = 4, 8, 16 or 32; 32 / L rows a warp), lane l of the row owning units
-// l, l + L, ... (at most 8: U = ceil(units / L)), held in registers. Every lane requests its
-// units, and the scales and bias its row's epilogue needs, before pdl_wait() when
-// PackedWeights::pdl allows it: the whole matrix is in flight while the previous kernel ends, with
-// no tile loop, no shared memory (but x's codes from float x) and no barrier. After the wait a lane
-// reads the x of its units (from L1 / L2), decodes and multiplies with dp4a, and then:
-//   - one scale group: the row's lanes add their int32 sums with shuffles (exact in any order);
-//   - groups of one unit (64 columns): each lane forms its units' terms w_scale[g] * float(sum),
-//     and the row's first lane adds them with shuffles in increasing g, the loop unrolled so that
-//     the shuffles run ahead of the chain of additions: kernels/product.h's epilogue, bit for bit;
-//   - groups of several units: each lane keeps one int32 sum per unit, and the row's first lane
-//     gathers them with shuffles in column order, adding the units of a group in int32 and the
-//     groups' terms in increasing g.
-//   The scale of group g is requested early by the lane owning the group's last unit.
-// From float x (kFloatX), every block first reduces x's absmax and writes its int8 codes to shared
-// memory with act_int8_quantize's arithmetic (act_int8.cuh), and uses that scale in the epilogue.
+// Layout. A row is k / 64 units of 64 columns, each made of P 16-byte pieces (tern2: P = 1,
+// nibbles: P = 2, a piece of 32 columns). L lanes of a warp form a lane group (L = 4, 8, 16 or 32;
+// 32 / L groups a warp), which takes R consecutive rows (R = 1 or 2): lane l of the group holds
+// the pieces l, l + L, ... (V of them) of each of its rows in registers, so that one load
+// instruction reads L * 16 bytes in a row, and reads the x of each of its pieces once for the R
+// rows. Every lane requests its pieces, and the scales and bias the epilogue needs, before
+// pdl_wait() when PackedWeights::pdl allows it: the whole matrix is in flight while the previous
+// kernel ends, with no tile loop. After the wait a lane reads the x of its pieces (from L1 / L2),
+// decodes and multiplies with dp4a, and then:
+//   - one scale group: the group's lanes add their int32 sums with shuffles (exact in any order);
+//   - several groups: a unit's sum is its P pieces' (adjacent lanes, a shuffle); the lane holding
+//     a unit's first piece writes the unit's term w_scale[g] * float(sum) (groups of one unit,
+//     group = 64) or its int32 sum (larger groups) to shared memory, and after a barrier thread t
+//     of the block adds up row t's entries in column order, the groups' terms in increasing g:
+//     kernels/product.h's epilogue, bit for bit. A chain of additions per row, run by the rows of
+//     a block side by side; the first version passed every term to the row's first lane by
+//     shuffle, a warp instruction per unit (session 27: 4096 x 14336 17.98 us against 16.98 in the
+//     lab, bench/lab/gemv_bounds.cu nib).
+// The scale of group g is requested early by the lane holding the first piece of the group's last
+// unit. From float x (kFloatX), every block first reduces x's absmax and writes its int8 codes to
+// shared memory with act_int8_quantize's arithmetic (act_int8.cuh), and uses that scale in the
+// epilogue.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,14 +57,14 @@ constexpr int kWarps = 4;
 constexpr int kWideWarps = 8;
 constexpr int64_t kWideMaxK = 1024;  // float x, k <= this: kWideWarps
 constexpr int kUnitCols = 64;
-constexpr int kMaxUnitsPerLane = 8;
+constexpr int kMaxPiecesPerLane = 16;  // over a lane's R rows: 64 registers of weights
+constexpr int kMaxUnitsPerLane = 8;    // tern2 (one piece a unit)
 constexpr int64_t kMaxK = int64_t{kWarp} * kMaxUnitsPerLane * kUnitCols;  // 16384
 constexpr int64_t kGridThreads = 16384;  // the grid size lanes() aims under
 
-// How a row's int32 sums become its scale groups' sums: one group (the row's lanes add up), groups
-// of one unit (group = 64: every unit's term w_scale[g] * float(sum) formed by its lane, the row's
-// first lane adding the terms in order), or groups of several units (the row's first lane adds the
-// units' int32 sums in order, then each group's term).
+// How a row's int32 sums become its scale groups' sums: one group (the lanes add up), groups of
+// one unit (group = 64: each unit's term w_scale[g] * float(sum) added in order) or groups of
+// several units (the units' int32 sums added per group, then the groups' terms in order).
 enum class Groups { kOne, kUnit, kUnits };
 
 struct Args {
@@ -68,8 +73,11 @@ struct Args {
     const float* xf;   // float x, quantized by every block (kFloatX)
     int64_t n;
     int units;        // k / 64
+    int pieces;       // units * Codec::kPieces
     int unit_groups;  // units per scale group
     int groups;       // ceil(units / unit_groups)
+    int stride;       // 32-bit words per row of the shared epilogue entries: 4 mod 8 (16-byte rows whose
+                      // first words fall in different banks for 8 rows)
     bool prefetch;    // request the weights, scales and bias before pdl_wait()
     ProductOut out;
 };
@@ -78,79 +86,138 @@ struct Args {
 // codes) against the permuted x.
 struct Tern2Codec {
     static constexpr int kPieces = 1;
-    __device__ static int dot(const uint4 (&w)[kPieces], const uint4 (&x)[4], int s) {
-        uint32_t xq[16];
+    static constexpr int kXVecs = 4;  // 16-byte words of x per piece
+    using Vs = std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>;  // pieces a lane: every count
+    static constexpr const char* kLaneRule =
+        "lanes per row must be 4, 8, 16 or 32 with at most 8 units of 64 columns each, in one row a lane group";
+    struct X {
+        uint32_t q[16];
+    };
+    __device__ static X prepare(const uint4 (&x)[kXVecs]) {
+        X r;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) tern2dev::permute_x(x[q], xq + 4 * q);
-        s = tern2dev::dot16(w[0].x, xq + 0, s);
-        s = tern2dev::dot16(w[0].y, xq + 4, s);
-        s = tern2dev::dot16(w[0].z, xq + 8, s);
-        return tern2dev::dot16(w[0].w, xq + 12, s);
+        for (int q = 0; q < 4; ++q) tern2dev::permute_x(x[q], r.q + 4 * q);
+        return r;
+    }
+    __device__ static int dot(const uint4& w, const X& x) {
+        int s = tern2dev::dot16(w.x, x.q + 0, 0);
+        s = tern2dev::dot16(w.y, x.q + 4, s);
+        s = tern2dev::dot16(w.z, x.q + 8, s);
+        return tern2dev::dot16(w.w, x.q + 12, s);
     }
 };
 
 // bt nibbles (kernels/bt_nib4.h): a unit is two 16-byte pieces, word q = columns 8q .. 8q + 7 as
 // code + 8, low nibbles first, against x in natural order. Per word two masks and two dp4a (the
 // high nibbles stay in place, 16 (code + 8), in a sum of their own shifted right by 4: exact);
-// one dp4a per 4 x codes subtracts 8 * their sum, so the result is the codes' sum.
+// the sum starts at -8 * the piece's sum of x (8 dp4a, once for the lane's R rows), so the result
+// is the codes' sum.
 struct Nib4Codec {
     static constexpr int kPieces = 2;
-    __device__ static int dot(const uint4 (&w)[kPieces], const uint4 (&x)[4], int s) {
-        const uint32_t wq[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
-        const uint32_t xw[16] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w,
-                                 x[2].x, x[2].y, x[2].z, x[2].w, x[3].x, x[3].y, x[3].z, x[3].w};
+    static constexpr int kXVecs = 2;
+    // Pieces a lane holds per row: the kernel for the next of these (its extra pieces are not read).
+    using Vs = std::integer_sequence<int, 1, 2, 4, 8, 16>;
+    static constexpr const char* kLaneRule =
+        "lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at most 16 pieces of 32 columns a "
+        "lane over its rows";
+    struct X {
+        uint32_t w[8];
+        int offset;
+    };
+    __device__ static X prepare(const uint4 (&x)[kXVecs]) {
+        X r = {{x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w}, 0};
         constexpr uint32_t kMinus8 = 0xF8F8F8F8u;  // -8 in every byte
-        int hi = 0;
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            s = gemv::dp4a_us(wq[q] & 0x0F0F0F0Fu, xw[2 * q], s);
-            hi = gemv::dp4a_us(wq[q] & 0xF0F0F0F0u, xw[2 * q + 1], hi);
+        for (int e = 0; e < 8; ++e) r.offset = __dp4a(static_cast<int>(r.w[e]), static_cast<int>(kMinus8), r.offset);
+        return r;
+    }
+    __device__ static int dot(const uint4& w, const X& x) {
+        const uint32_t wq[4] = {w.x, w.y, w.z, w.w};
+        int lo = x.offset, hi = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            lo = gemv::dp4a_us(wq[q] & 0x0F0F0F0Fu, x.w[2 * q], lo);
+            hi = gemv::dp4a_us(wq[q] & 0xF0F0F0F0u, x.w[2 * q + 1], hi);
         }
-#pragma unroll
-        for (int e = 0; e < 16; ++e) s = __dp4a(static_cast<int>(xw[e]), static_cast<int>(kMinus8), s);
-        return s + (hi >> 4);
+        return lo + (hi >> 4);
     }
 };
 
-template <class Codec, int L, int U, bool kFloatX, Groups kG, int W>
-__global__ void __launch_bounds__(W* kWarp) kernel(const Args a) {
-    extern __shared__ uint4 x_codes[];  // kFloatX: the k int8 codes of x
+template <int L, int R, int W>
+constexpr int kRowsPerBlock = W * (kWarp / L) * R;
+
+// Nibble kernels of 4 warps whose lane holds at most 8 pieces: at most 72 registers, so that 7 blocks
+// fit an SM (6912 x 2560, groups of 64, 864 blocks in one wave: at 80 registers the last 72
+// blocks ran as a second wave, 6.18 us against 4.84 before; session 27).
+template <class Codec, int V, int R, int W>
+constexpr int kMinBlocks = Codec::kPieces == 2 && W == kWarps && V * R <= 8 ? 7 : 0;  // 0: no minimum
+
+template <class Codec, int L, int V, int R, bool kFloatX, Groups kG, int W>
+__global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel(const Args a) {
+    // kFloatX: the k int8 codes of x (k bytes, a multiple of 64); then, for several groups, the
+    // rows' epilogue entries (kRows * a.stride words: terms, or int32 unit sums and, with y,
+    // the groups' scales at word a.units + g).
+    extern __shared__ uint4 smem[];
     __shared__ float partial[W];
     constexpr int kP = Codec::kPieces;
-    constexpr int kRowsPerWarp = kWarp / L;
-    const int lane = threadIdx.x % kWarp, sub = lane % L;
-    const int64_t warp = int64_t{blockIdx.x} * W + threadIdx.x / kWarp;
-    const int64_t j = warp * kRowsPerWarp + lane / L;
-    const bool row_ok = j < a.n;
-    const bool writer = row_ok && sub == 0;
-    const uint8_t* row = a.codes + (row_ok ? j : 0) * (int64_t{a.units} * 16 * kP);
-
-    uint4 wv[U][kP];
+    constexpr int kRows = kRowsPerBlock<L, R, W>;
     constexpr bool kGroups = kG != Groups::kOne;
-    float ws[kGroups ? U : 1] = {};  // the scale of the group unit sub + u L ends, else 0
-    float bias = 0.0f;
+    const int t = static_cast<int>(threadIdx.x), lane = t % kWarp, sub = lane % L;
+    const int local0 = t / L * R;  // the lane group's first row in the block
+    const int64_t block_row = int64_t{blockIdx.x} * kRows;
+    const int64_t row_bytes = int64_t{a.pieces} * 16;
+    const bool y_out = a.out.y != nullptr;
+    // Several groups: thread t < kRows finishes the block's row t.
+    const int64_t fin_j = block_row + t;
+    const bool finisher = kGroups && t < kRows && fin_j < a.n;
+
+    uint4 wv[R][V];
+    float ws[R][kGroups ? V : 1] = {};  // one group: the row's scale; else the scale of the group a piece's unit ends
+    float bias[kGroups ? 1 : R] = {};   // the bias of the lane group's rows, or of the finisher's row
+    // The group whose scale a piece's lane requests (the piece is the first of its unit, which ends
+    // the group), else -1; the same for the lane's R rows.
+    auto scale_group = [&](int v) {
+        const int p = sub + v * L, u = p / kP;
+        if (p >= a.pieces || p % kP != 0) return -1;
+        if constexpr (kG == Groups::kUnit) return u;
+        return (u + 1) % a.unit_groups == 0 || u + 1 == a.units ? u / a.unit_groups : -1;
+    };
+    // Every row's weights first, then the scales and biases.
     auto load = [&] {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int p = sub + u * L;
+        for (int r = 0; r < R; ++r) {
+            const int64_t j = block_row + local0 + r;
+            const bool ok = j < a.n;
+            const uint8_t* row = a.codes + (ok ? j : 0) * row_bytes;
 #pragma unroll
-            for (int c = 0; c < kP; ++c)
-                wv[u][c] = row_ok && p < a.units ? tern2dev::load_weights(row + (int64_t{p} * kP + c) * 16)
-                                                 : make_uint4(0, 0, 0, 0);
-        }
-        if (!row_ok || a.out.y == nullptr) return;
-        if constexpr (kGroups) {
-            const float* wsr = detail::epilogue_w_scale(a.out, j, a.groups);
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int p = sub + u * L;
-                const bool ends = p < a.units && ((p + 1) % a.unit_groups == 0 || p + 1 == a.units);
-                ws[u] = ends ? __ldg(wsr + p / a.unit_groups) : 0.0f;
+            for (int v = 0; v < V; ++v) {
+                const int p = sub + v * L;
+                wv[r][v] = ok && p < a.pieces ? tern2dev::load_weights(row + int64_t{p} * 16) : make_uint4(0, 0, 0, 0);
             }
-        } else if (writer) {
-            ws[0] = __ldg(detail::epilogue_w_scale(a.out, j, 1));
         }
-        if (writer && a.out.bias != nullptr) bias = __ldg(a.out.bias + j);
+        if (!y_out) return;
+        if constexpr (kGroups) {
+            int g[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) g[v] = scale_group(v);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int64_t j = block_row + local0 + r;
+                if (j >= a.n) continue;
+                const float* wsr = detail::epilogue_w_scale(a.out, j, a.groups);
+#pragma unroll
+                for (int v = 0; v < V; ++v) ws[r][v] = g[v] >= 0 ? __ldg(wsr + g[v]) : 0.0f;
+            }
+            if (finisher && a.out.bias != nullptr) bias[0] = __ldg(a.out.bias + fin_j);
+        } else {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int64_t j = block_row + local0 + r;
+                if (j >= a.n || sub != 0) continue;
+                ws[r][0] = __ldg(detail::epilogue_w_scale(a.out, j, 1));
+                if (a.out.bias != nullptr) bias[r] = __ldg(a.out.bias + j);
+            }
+        }
     };
     if (a.prefetch) load();
     detail::pdl_launch_dependents();
@@ -163,12 +230,12 @@ __global__ void __launch_bounds__(W* kWarp) kernel(const Args a) {
         const int quads = a.units * (kUnitCols / 4);
         float amax = 0.0f;
 #pragma unroll 4
-        for (int i = threadIdx.x; i < quads; i += W * kWarp) amax = fmaxf(amax, act8dev::abs_or_inf(__ldg(xv + i)));
+        for (int i = t; i < quads; i += W * kWarp) amax = fmaxf(amax, act8dev::abs_or_inf(__ldg(xv + i)));
         const act8dev::RowQuant rq = act8dev::row_quant(act8dev::block_max(amax, partial));
         sx = rq.scale;
-        auto* codes = reinterpret_cast<char4*>(x_codes);
+        auto* codes = reinterpret_cast<char4*>(smem);
 #pragma unroll 4
-        for (int i = threadIdx.x; i < quads; i += W * kWarp) {
+        for (int i = t; i < quads; i += W * kWarp) {
             const float4 v = __ldg(xv + i);
             codes[i] = rq.finite ? make_char4(act8dev::quantize_one(v.x, rq.qs), act8dev::quantize_one(v.y, rq.qs),
                                               act8dev::quantize_one(v.z, rq.qs), act8dev::quantize_one(v.w, rq.qs))
@@ -176,113 +243,157 @@ __global__ void __launch_bounds__(W* kWarp) kernel(const Args a) {
         }
         __syncthreads();
     } else {
-        if (a.out.y != nullptr) sx = a.out.x_scale[0];
+        if (y_out) sx = a.out.x_scale[0];
     }
 
-    int s = 0;
-    int sums[kGroups ? U : 1] = {};  // the int32 sum of each unit
+    // The int32 sum of each piece and row; x read once per piece for the R rows, the next piece's
+    // x requested before this piece's products.
+    const uint4* xbase = kFloatX ? smem : reinterpret_cast<const uint4*>(a.x);
+    auto load_x = [&](int v, uint4 (&xv)[Codec::kXVecs]) {
+        const int p = sub + v * L;
+        const uint4* xp = xbase + int64_t{p < a.pieces ? p : 0} * Codec::kXVecs;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int p = sub + u * L;
-        if (p >= a.units) break;  // lanes past the row's last unit hold zeros from here on
-        uint4 xv[4];
-        const uint4* xp = kFloatX ? x_codes + p * 4 : reinterpret_cast<const uint4*>(a.x) + int64_t{p} * 4;
+        for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = kFloatX ? xp[q] : __ldg(xp + q);
+    };
+    int sum[R][V];
+    uint4 xnext[Codec::kXVecs];
+    load_x(0, xnext);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xv[q] = kFloatX ? xp[q] : __ldg(xp + q);
-        if constexpr (kGroups) sums[u] = Codec::dot(wv[u], xv, 0);
-        else s = Codec::dot(wv[u], xv, s);
+    for (int v = 0; v < V; ++v) {
+        uint4 xv[Codec::kXVecs];
+#pragma unroll
+        for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = xnext[q];
+        if (v + 1 < V) load_x(v + 1, xnext);
+        const int p = sub + v * L;
+#pragma unroll
+        for (int r = 0; r < R; ++r) sum[r][v] = 0;
+        if (p >= a.pieces) continue;  // lanes past the row's last piece hold zeros from here on
+        const typename Codec::X xq = Codec::prepare(xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) sum[r][v] = Codec::dot(wv[r][v], xq);
     }
 
     if constexpr (!kGroups) {
-        // Integer sums are exact in any order: the row's L lanes (aligned runs of the warp) add up.
+        // Integer sums are exact in any order: the lane group's L lanes (aligned runs of the warp) add up.
 #pragma unroll
-        for (int o = L / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (!writer) return;
-        if (a.out.acc != nullptr) {
-            a.out.acc[j] = s;
-            return;
+        for (int r = 0; r < R; ++r) {
+            int s = 0;
+#pragma unroll
+            for (int v = 0; v < V; ++v) s += sum[r][v];
+#pragma unroll
+            for (int o = L / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+            const int64_t j = block_row + local0 + r;
+            if (sub != 0 || j >= a.n) continue;
+            if (a.out.acc != nullptr) a.out.acc[j] = s;
+            // store_output's arithmetic for one group and one token, the scale and bias from registers.
+            else a.out.y[j] = __fadd_rn(__fmul_rn(detail::epilogue_add(0.0f, ws[r][0], s), sx), bias[r]);
         }
-        // store_output's arithmetic for one group and one token, the scale and bias from registers.
-        a.out.y[j] = __fadd_rn(__fmul_rn(detail::epilogue_add(0.0f, ws[0], s), sx), bias);
-    } else if constexpr (kG == Groups::kUnit) {
-        // Each lane forms its units' terms; the row's first lane adds them in column order (unit
-        // u L + i from lane i). The loop is unrolled and its bounds are the warp's, so every
-        // shuffle can be issued ahead of the chain of additions.
-        const int first = lane - sub;
-        if (a.out.acc != nullptr) {
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-#pragma unroll
-                for (int i = 0; i < L; ++i) {
-                    const int v = __shfl_sync(0xffffffffu, sums[u], first + i);
-                    if (writer && u * L + i < a.units) a.out.acc[j * a.groups + u * L + i] = v;
-                }
-            return;
-        }
-        float term[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) term[u] = __fmul_rn(ws[u], __int2float_rn(sums[u]));
-        float y = 0.0f;
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int i = 0; i < L; ++i) {
-                const float t = __shfl_sync(0xffffffffu, term[u], first + i);
-                if (u * L + i < a.units) y = __fadd_rn(y, t);
-            }
-        if (writer) a.out.y[j] = __fadd_rn(__fmul_rn(y, sx), bias);
     } else {
-        // The row's first lane takes the units in column order (unit u L + i from lane i); every
-        // lane runs the loop, whose bounds are the same for the whole warp, for the shuffles.
-        const int first = lane - sub;
-        int32_t* acc = writer && a.out.acc != nullptr ? a.out.acc + j * a.groups : nullptr;
-        int group_sum = 0, in_group = 0, g = 0;
-        float y = 0.0f;
+        // A unit's sum is its kP pieces' (adjacent lanes: L is a multiple of kP); the lane of its first
+        // piece writes it out.
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            for (int i = 0; i < L; ++i) {
-                const int p = u * L + i;
-                if (p >= a.units) break;
-                group_sum += __shfl_sync(0xffffffffu, sums[u], first + i);
-                const float w = __shfl_sync(0xffffffffu, ws[u], first + i);
-                if (++in_group == a.unit_groups || p + 1 == a.units) {
-                    if (acc != nullptr) acc[g] = group_sum;
-                    y = detail::epilogue_add(y, w, group_sum);
-                    group_sum = 0, in_group = 0, ++g;
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int v = 0; v < V; ++v)
+#pragma unroll
+                for (int o = 1; o < kP; o *= 2) sum[r][v] += __shfl_xor_sync(0xffffffffu, sum[r][v], o);
+        uint32_t* entries = reinterpret_cast<uint32_t*>(smem) + (kFloatX ? a.units * (kUnitCols / 4) : 0);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const int p = sub + v * L, u = p / kP;
+            if (p >= a.pieces || p % kP != 0) continue;
+            const int g = kG == Groups::kUnits && y_out ? scale_group(v) : -1;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int64_t j = block_row + local0 + r;
+                uint32_t* row_entries = entries + (local0 + r) * a.stride;
+                if (kG == Groups::kUnit && !y_out) {
+                    if (j < a.n) a.out.acc[j * a.groups + u] = sum[r][v];  // a unit is a group: no finisher
+                } else if (kG == Groups::kUnit) {
+                    row_entries[u] = __float_as_uint(__fmul_rn(ws[r][v], __int2float_rn(sum[r][v])));
+                } else {
+                    row_entries[u] = static_cast<uint32_t>(sum[r][v]);
+                    if (g >= 0) row_entries[a.units + g] = __float_as_uint(ws[r][v]);
                 }
             }
         }
-        if (writer && a.out.y != nullptr) a.out.y[j] = __fadd_rn(__fmul_rn(y, sx), bias);
+        if (kG == Groups::kUnit && !y_out) return;  // the same for the whole block: no barrier needed
+        __syncthreads();
+        if (!finisher) return;
+        const uint32_t* e = entries + t * a.stride;
+        if constexpr (kG == Groups::kUnit) {
+            // Four terms a load (rows start 16-byte aligned), four loads in flight.
+            const float4* e4 = reinterpret_cast<const float4*>(e);
+            float y = 0.0f;
+            int u = 0;
+#pragma unroll 4
+            for (; u + 4 <= a.units; u += 4) {
+                const float4 q = e4[u / 4];
+                y = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(y, q.x), q.y), q.z), q.w);
+            }
+            for (; u < a.units; ++u) y = __fadd_rn(y, __uint_as_float(e[u]));
+            a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
+        } else {
+            int32_t* acc = y_out ? nullptr : a.out.acc + fin_j * a.groups;
+            float y = 0.0f;
+            int u = 0;
+            for (int g = 0; g < a.groups; ++g) {
+                const int end = min(u + a.unit_groups, a.units);
+                int group_sum = 0;
+#pragma unroll 4
+                for (; u < end; ++u) group_sum += static_cast<int>(e[u]);
+                if (acc != nullptr) acc[g] = group_sum;
+                else y = detail::epilogue_add(y, __uint_as_float(e[a.units + g]), group_sum);
+            }
+            if (y_out) a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
+        }
     }
 }
 
 using Kernel = void (*)(Args);
 
-// kWideWarps kernels exist for float x with at most kWideMaxK / 64 units a row (U <= 4 at L >= 4).
-template <class Codec, int L, int U, bool kFloatX, Groups kG>
+// kWideWarps kernels exist for float x with at most kWideMaxK columns a row.
+template <class Codec, int L, int V, int R, bool kFloatX, Groups kG>
 Kernel pick_w(int warps) {
-    if constexpr (kFloatX && U * 4 <= kWideMaxK / kUnitCols) {
-        if (warps == kWideWarps) return kernel<Codec, L, U, kFloatX, kG, kWideWarps>;
+    if constexpr (V * R > kMaxPiecesPerLane) {
+        return nullptr;
+    } else {
+        if constexpr (kFloatX && (V - 1) * L < kWideMaxK / kUnitCols * Codec::kPieces) {
+            if (warps == kWideWarps) return kernel<Codec, L, V, R, kFloatX, kG, kWideWarps>;
+        }
+        return warps == kWarps ? kernel<Codec, L, V, R, kFloatX, kG, kWarps> : nullptr;
     }
-    return warps == kWarps ? kernel<Codec, L, U, kFloatX, kG, kWarps> : nullptr;
 }
 
-template <class Codec, int L, bool kFloatX, Groups kG, int... Us>
-Kernel pick_u(int u, int warps, std::integer_sequence<int, Us...>) {
+// The kernel whose V is the smallest of Codec::Vs at least v (pieces a lane per row).
+template <class Codec, int L, int R, bool kFloatX, Groups kG, int... Vs>
+Kernel pick_v(int v, int warps, std::integer_sequence<int, Vs...>) {
     Kernel k = nullptr;
-    ((k = (u == Us + 1 ? pick_w<Codec, L, Us + 1, kFloatX, kG>(warps) : k)), ...);
+    bool done = false;
+    ((!done && Vs >= v && Vs * R <= kMaxPiecesPerLane ? (k = pick_w<Codec, L, Vs, R, kFloatX, kG>(warps), done = true)
+                                                       : false),
+     ...);
     return k;
 }
 
 template <class Codec, bool kFloatX, Groups kG>
-Kernel pick(int lanes, int u, int warps) {
-    const auto us = std::make_integer_sequence<int, kMaxUnitsPerLane>{};
-    switch (lanes) {
-        case 4: return pick_u<Codec, 4, kFloatX, kG>(u, warps, us);
-        case 8: return pick_u<Codec, 8, kFloatX, kG>(u, warps, us);
-        case 16: return pick_u<Codec, 16, kFloatX, kG>(u, warps, us);
-        case 32: return pick_u<Codec, 32, kFloatX, kG>(u, warps, us);
-        default: return nullptr;
+Kernel pick(int lanes, int rows, int v, int warps) {
+    using Vs = typename Codec::Vs;
+    if constexpr (Codec::kPieces == 1) {  // tern2: one row a lane group, 4-32 lanes
+        if (rows != 1) return nullptr;
+        switch (lanes) {
+            case 4: return pick_v<Codec, 4, 1, kFloatX, kG>(v, warps, Vs{});
+            case 8: return pick_v<Codec, 8, 1, kFloatX, kG>(v, warps, Vs{});
+            case 16: return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, Vs{});
+            case 32: return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, Vs{});
+            default: return nullptr;
+        }
+    } else {  // nibbles: 16 or 32 lanes, one or two rows
+        if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, Vs{});
+        if (lanes == 16 && rows == 2) return pick_v<Codec, 16, 2, kFloatX, kG>(v, warps, Vs{});
+        if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, Vs{});
+        if (lanes == 32 && rows == 2) return pick_v<Codec, 32, 2, kFloatX, kG>(v, warps, Vs{});
+        return nullptr;
     }
 }
 
@@ -325,35 +436,61 @@ void check_from_float(const char* who, const PackedWeights& w, const float* x, i
     TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
 }
 
+// Nibbles: 32 lanes a row, or 16 when the row has at most 16 pieces (k <= 512), and two rows a
+// lane group where a lane then holds at most 16 pieces (k <= 8192 at 32 lanes). On the H100
+// (session 27, bench/lab/gemv_bounds.cu nib, groups of 64, us, 16 lanes / 32 lanes / 32 lanes and
+// two rows): 768 x 768 1.69 / 1.53 / 1.50, 3072 x 768 2.07 / 2.05 / 1.86, 2560 x 2560 3.26 / 3.02 /
+// 2.98, 4096 x 4096 5.63 / 4.68 / 4.62, 14336 x 4096 13.79 / 12.38 / 11.77; four rows gained on
+// some shapes and lost on others (4096 x 4096 4.92).
+inline int nib4_lanes(int64_t k) {
+    return k / (kUnitCols / 2) > 16 ? 32 : 16;
+}
+inline int nib4_rows(int64_t k, int lanes) {
+    return 2 * formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes}) <= kMaxPiecesPerLane ? 2 : 1;
+}
+
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
 // or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
-// of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups); lanes 0
-// picks lanes(n, k). Throws trit::Error naming `who`, the shape and the lane rule for a lane count
-// that cannot hold the row.
+// of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups);
+// lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0 picks 1 (tern2) or
+// nib4_rows(k, lanes). Throws trit::Error naming `who`, the shape and Codec::kLaneRule for lanes and
+// rows that cannot hold the row.
 template <class Codec, Groups kG, bool kFloatX>
 void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const int8_t* x, const float* xf,
-            int64_t group, bool prefetch, const ProductOut& out, cudaStream_t stream, int lanes_per_row) {
-    const int64_t units = k / kUnitCols;
-    if (lanes_per_row == 0) lanes_per_row = lanes(n, k);
-    const int u = lanes_per_row > 0 ? units_per_lane(units, lanes_per_row) : 0;
+            int64_t group, bool prefetch, const ProductOut& out, cudaStream_t stream, int lanes_per_row,
+            int rows) {
+    constexpr bool kTern2 = Codec::kPieces == 1;
+    const int64_t units = k / kUnitCols, pieces = units * Codec::kPieces;
+    if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
+    if (rows == 0) rows = kTern2 ? 1 : nib4_rows(k, lanes_per_row);
+    const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
     const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
-    const Kernel kern = lanes_per_row <= 0 ? nullptr : pick<Codec, kFloatX, kG>(lanes_per_row, u, warps);
-    TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group,
-               "): lanes per row must be 4, 8, 16 or 32 with at most 8 units of 64 columns each, got ",
-               lanes_per_row, " lanes for ", units, " units");
+    const Kernel kern =
+        lanes_per_row <= 0 || rows <= 0 || int64_t{v} * rows > kMaxPiecesPerLane || (kTern2 && v > kMaxUnitsPerLane)
+            ? nullptr
+            : pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps);
+    TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", Codec::kLaneRule, ", got ",
+               lanes_per_row, " lanes and ", rows, " rows for ", units, " units");
     Args a{};
     a.codes = codes;
     a.x = x;
     a.xf = xf;
     a.n = n;
     a.units = static_cast<int>(units);
+    a.pieces = static_cast<int>(pieces);
     a.unit_groups = kG == Groups::kOne ? static_cast<int>(units) : static_cast<int>(group / kUnitCols);
     a.groups = static_cast<int>(formats::ceil_div(units, int64_t{a.unit_groups}));
+    const bool scales = kG == Groups::kUnits && out.y != nullptr;  // the groups' scales after the units' sums
+    a.stride = static_cast<int>(formats::ceil_div(int64_t{a.units} + (scales ? a.groups : 0), int64_t{8})) * 8 + 4;
     a.prefetch = prefetch;
     a.out = out;
-    const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row);
+    const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row) * rows;
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
-    const size_t smem = kFloatX ? static_cast<size_t>(k) : 0;  // x's int8 codes
+    // x's int8 codes, then the rows' epilogue entries.
+    const size_t smem = (kFloatX ? static_cast<size_t>(k) : 0) +
+                        (kG != Groups::kOne ? static_cast<size_t>(rows_per_block * a.stride) * 4 : 0);
+    TRIT_CHECK(smem <= 48 * 1024, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", smem,
+               " bytes of shared memory for ", lanes_per_row, " lanes and ", rows, " rows exceed 48 KB");
     detail::launch_kernel(kern, grid, dim3(warps * kWarp), smem, stream, true, a);
 }
 

@@ -26,31 +26,49 @@ inline bool pdl_enabled() {
     return enabled;
 }
 
+// A measured rule's override from the environment: unset (or anything but "0" and "1"), the
+// measured rule; "0" never; "1" wherever the kernel's contract takes the call.
+enum class OneshotPolicy { kMeasured, kNever, kAlways };
+inline OneshotPolicy env_policy(const char* name) {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return OneshotPolicy::kMeasured;
+    const std::string s(v);
+    return s == "0" ? OneshotPolicy::kNever : s == "1" ? OneshotPolicy::kAlways : OneshotPolicy::kMeasured;
+}
+
+// Whether a call goes to a kernel whose contract takes it (`takes`) under its measured rule
+// (`measured`) and `policy`.
+inline bool policy_runs(OneshotPolicy policy, bool measured, bool takes) {
+    switch (policy) {
+        case OneshotPolicy::kNever: return false;
+        case OneshotPolicy::kAlways: return takes;
+        case OneshotPolicy::kMeasured: break;
+    }
+    return takes && measured;
+}
+
 // TRIT_ONESHOT in the environment (read once) overrides the size rules that send one-token calls
 // to the one-shot GEMVs (tern2_gemv_oneshot, bt_nib4_oneshot): "0" never runs them, "1" runs
-// them wherever their contracts take the call, whatever its size; unset (or anything else), the
-// measured rules. A way to rule them out when a result looks wrong, and to measure the dispatch
-// (docs/BENCHMARKS.md, session 26).
-enum class OneshotPolicy { kMeasured, kNever, kAlways };
+// them wherever their contracts take the call, whatever its size. A way to rule them out when a
+// result looks wrong, and to measure the dispatch (docs/BENCHMARKS.md, session 26).
 inline OneshotPolicy oneshot_policy() {
-    static const OneshotPolicy policy = [] {
-        const char* v = std::getenv("TRIT_ONESHOT");
-        if (v == nullptr) return OneshotPolicy::kMeasured;
-        const std::string s(v);
-        return s == "0" ? OneshotPolicy::kNever : s == "1" ? OneshotPolicy::kAlways : OneshotPolicy::kMeasured;
-    }();
+    static const OneshotPolicy policy = env_policy("TRIT_ONESHOT");
     return policy;
 }
 
 // Whether a one-token call of `weights` = n * k goes to a one-shot GEMV whose contract takes it
 // (`takes`), under the measured size rule `weights <= max_weights` and TRIT_ONESHOT.
 inline bool oneshot_runs(int64_t weights, int64_t max_weights, bool takes) {
-    switch (oneshot_policy()) {
-        case OneshotPolicy::kNever: return false;
-        case OneshotPolicy::kAlways: return takes;
-        case OneshotPolicy::kMeasured: break;
-    }
-    return takes && weights <= max_weights;
+    return policy_runs(oneshot_policy(), weights <= max_weights, takes);
+}
+
+// TRIT_FUSE in the environment (read once) overrides the rules that send product_from_float's
+// one-token calls to a one-shot GEMV that quantizes x itself (kernels/product.h): "0" always runs
+// the quantizer and then the product, "1" fuses wherever the one-shot kernel takes the call. How
+// the fusion rules are measured (docs/BENCHMARKS.md, session 27).
+inline bool fuse_runs(bool measured, bool takes) {
+    static const OneshotPolicy policy = env_policy("TRIT_FUSE");
+    return policy_runs(policy, measured, takes);
 }
 
 // launch_kernel over clusters of `cluster` CTAs (a thread block cluster when it holds more than

@@ -280,8 +280,8 @@ constexpr int64_t kFuseMaxWeights = int64_t{2560} * 2560;
 }  // namespace
 
 bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
-    return detail::oneshot_runs(w.n * w.k, kFuseMaxWeights,
-                                tern2_gemv_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty());
+    const bool takes = tern2_gemv_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty();
+    return detail::fuse_runs(detail::oneshot_runs(w.n * w.k, kFuseMaxWeights, takes), takes);
 }
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

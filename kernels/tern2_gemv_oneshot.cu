@@ -41,7 +41,7 @@ void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int6
     TRIT_CHECK(no.empty(), "tern2_gemv_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
                "): ", no);
     oneshot::launch<oneshot::Tern2Codec, oneshot::Groups::kOne, false>(
-        "tern2_gemv_oneshot", w.a, w.n, w.k, x, nullptr, group, w.pdl, out, stream, lanes);
+        "tern2_gemv_oneshot", w.a, w.n, w.k, x, nullptr, group, w.pdl, out, stream, lanes, 1);
 }
 
 void tern2_gemv_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
@@ -49,7 +49,7 @@ void tern2_gemv_oneshot_from_float(const PackedWeights& w, const float* x, int64
     const char* who = "tern2_gemv_oneshot_from_float";
     oneshot::check_from_float(who, w, x, group, out, tern2_gemv_oneshot_rejects);
     oneshot::launch<oneshot::Tern2Codec, oneshot::Groups::kOne, true>(
-        who, w.a, w.n, w.k, nullptr, x, group, w.pdl, out, stream, lanes);
+        who, w.a, w.n, w.k, nullptr, x, group, w.pdl, out, stream, lanes, 1);
 }
 
 }  // namespace trit::kernels

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -346,6 +347,327 @@ int read_wait_read_write_floors(int argc, char** argv, cudaStream_t s) {
     return 0;
 }
 
+// `gemv_bounds rwp W OUT ...`: as rw3 (W before the wait, OUT written after it), but P 16-byte
+// pieces a thread (P = 1, 2, 4, 8), in two layouts: coalesced (piece v of a block's thread t at
+// unit (block * P + v) * 256 + t: each load instruction reads 4 KB in a row) and per-thread runs
+// (thread i reads units i * P .. i * P + P - 1: one instruction reads 16 bytes every 16 * P, as a
+// GEMV lane reading its 32- or 64-byte unit in 16-byte pieces does).
+template <int P, bool kCoalesced>
+__global__ void __launch_bounds__(256) read_pieces_kernel(const uint4* w, int64_t w16, uint4* out, int64_t out16) {
+    const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+    uint4 v[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+        const int64_t u = kCoalesced ? (int64_t{blockIdx.x} * P + q) * blockDim.x + threadIdx.x : i * P + q;
+        v[q] = u < w16 ? ld_nc(w + u) : make_uint4(0, 0, 0, 0);
+    }
+    pdl_trigger();
+    pdl_wait();
+    uint4 r = v[0];
+#pragma unroll
+    for (int q = 1; q < P; ++q) r = make_uint4(r.x ^ v[q].x, r.y ^ v[q].y, r.z ^ v[q].z, r.w ^ v[q].w);
+    if (i < out16) out[i] = r;
+    else if ((r.x & r.y & r.z & r.w) == 0x12345678u) out[0] = r;  // keeps the loads
+}
+
+template <int P, bool kCoalesced>
+double time_read_pieces(const uint8_t* ring, int64_t count, int64_t stride, int64_t w16, uint4* out, int64_t out16,
+                        cudaStream_t s) {
+    const unsigned blocks = static_cast<unsigned>((w16 + 256 * P - 1) / (256 * P));
+    return time_calls(
+        [&](int i) {
+            launch_ex(read_pieces_kernel<P, kCoalesced>, dim3(blocks), dim3(256), 0, s, true,
+                      reinterpret_cast<const uint4*>(ring + (i % count) * stride), w16, out, out16);
+        },
+        32, 30, s);
+}
+
+int read_pieces_floors(int argc, char** argv, cudaStream_t s) {
+    const int64_t ring_total = 160ll << 20;
+    for (int arg = 2; arg + 1 < argc; arg += 2) {
+        const int64_t w_bytes = std::atoll(argv[arg]), out_bytes = std::atoll(argv[arg + 1]);
+        const int64_t w16 = (w_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
+        const int64_t stride = (w16 * 16 + 255) / 256 * 256;
+        const int64_t count = ring_total / stride;
+        uint8_t* ring;
+        uint4* out;
+        CK(cudaMalloc(&ring, count * stride));
+        CK(cudaMemset(ring, 1, count * stride));
+        CK(cudaMalloc(&out, out16 * 16 + 16));
+        printf("read W %lld B, write %lld B, pdl, us/call: P=1 %.2f | coalesced P=2 %.2f P=4 %.2f P=8 %.2f | "
+               "runs P=2 %.2f P=4 %.2f P=8 %.2f\n",
+               (long long)w_bytes, (long long)out_bytes,
+               time_read_pieces<1, true>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<2, true>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<4, true>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<8, true>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<2, false>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<4, false>(ring, count, stride, w16, out, out16, s),
+               time_read_pieces<8, false>(ring, count, stride, w16, out, out16, s));
+        CK(cudaFree(ring));
+        CK(cudaFree(out));
+    }
+    return 0;
+}
+
+// `gemv_bounds nib N K ...`: a ladder of one-shot GEMVs over bt's 4-bit nibbles (code + 8, word q
+// = columns 8q .. 8q + 7, low nibbles first: kernels/bt_nib4.h) with a float scale per 64 columns,
+// m = 1, each step adding one part of the real kernel to the one before:
+//   0: the weights (and the scales from step 3) read before the wait, y written: the bytes alone;
+//   1: + x read after the wait (k bytes a row, from L1 / L2);
+//   2: + the dot products (two masks and two dp4a per 8 columns), the row's lanes summed: one group;
+//   3: groups of 64 instead: each unit's term w_scale[g] * float(sum) added in order by the row's
+//      first lane through shuffles (the committed kernel's way);
+//   4: the same terms through shared memory, one thread per row adding them in order.
+// L lanes a row; lane l holds the row's 16-byte pieces l, l + L, ... (V of them), so each load
+// instruction reads L * 16 bytes in a row (the committed kernel holds 32-byte units instead); with
+// R > 1 each lane does so for R rows and reads x once for them.
+// Unsigned bytes of a times signed bytes of b, plus c.
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+template <int L, int V, int STEP, int R>
+__global__ void __launch_bounds__(128) nib_ladder_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws,
+                                                         const int8_t* __restrict__ x, int n, int k,
+                                                         float* __restrict__ y) {
+    extern __shared__ float terms_smem[];
+    const int lane = threadIdx.x % 32, sub = lane % L, first = lane - sub;
+    const int group_id = static_cast<int>(threadIdx.x) / L;  // the block's lane group
+    const int64_t j0 = ((int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / L) * R;
+    const int pieces = k / 32, units = k / 64;
+    uint4 wv[R][V];
+    float sc[R][V];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const int64_t j = j0 + r;
+        const bool ok = j < n;
+        const uint4* row = reinterpret_cast<const uint4*>(w + (ok ? j : 0) * int64_t{k / 2});
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const int p = sub + v * L;
+            const bool has = ok && p < pieces;
+            wv[r][v] = has ? ld_nc(row + p) : make_uint4(0, 0, 0, 0);
+            sc[r][v] = STEP >= 3 && has && p % 2 == 0 ? __ldg(ws + (ok ? j : 0) * units + p / 2) : 0.0f;
+        }
+    }
+    pdl_trigger();
+    pdl_wait();
+    if constexpr (STEP <= 1) {
+        uint32_t rr = 0;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) rr ^= wv[r][v].x ^ wv[r][v].y ^ wv[r][v].z ^ wv[r][v].w;
+            if constexpr (STEP == 1) {
+                const int p = sub + v * L;
+                if (p < pieces) {
+                    const uint4* xp = reinterpret_cast<const uint4*>(x) + 2 * p;
+                    const uint4 a = __ldg(xp), b = __ldg(xp + 1);
+                    rr ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+                }
+            }
+        }
+        if (j0 < n && sub == 0) y[j0] = __uint_as_float(rr & 0x3FFFFFFFu);
+        else if (rr == 0x12345678u) y[0] = 1.0f;
+        return;
+    } else {
+        int sum[R][V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const int p = sub + v * L;
+#pragma unroll
+            for (int r = 0; r < R; ++r) sum[r][v] = 0;
+            if (p >= pieces) continue;
+            const uint4* xp = reinterpret_cast<const uint4*>(x) + 2 * p;
+            const uint4 a = __ldg(xp), b = __ldg(xp + 1);
+            const uint32_t xw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            int off = 0;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) off = __dp4a(static_cast<int>(xw[e]), static_cast<int>(0xF8F8F8F8u), off);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const uint32_t wq[4] = {wv[r][v].x, wv[r][v].y, wv[r][v].z, wv[r][v].w};
+                int lo = off, hi = 0;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    lo = dp4a_us(wq[q] & 0x0F0F0F0Fu, xw[2 * q], lo);
+                    hi = dp4a_us(wq[q] & 0xF0F0F0F0u, xw[2 * q + 1], hi);
+                }
+                sum[r][v] = lo + (hi >> 4);
+            }
+        }
+        if constexpr (STEP == 2) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int s = 0;
+#pragma unroll
+                for (int v = 0; v < V; ++v) s += sum[r][v];
+#pragma unroll
+                for (int o = L / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+                if (j0 + r < n && sub == 0) y[j0 + r] = static_cast<float>(s);
+            }
+        } else {
+            float term[R][V];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    const int u = sum[r][v] + __shfl_xor_sync(0xffffffffu, sum[r][v], 1);  // the unit's two pieces
+                    term[r][v] = __fmul_rn(sc[r][v], __int2float_rn(u));
+                }
+            if constexpr (STEP == 3) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    float acc = 0.0f;
+#pragma unroll
+                    for (int v = 0; v < V; ++v)
+#pragma unroll
+                        for (int i = 0; i < L / 2; ++i) {
+                            const float t = __shfl_sync(0xffffffffu, term[r][v], first + 2 * i);
+                            if (v * (L / 2) + i < units) acc = __fadd_rn(acc, t);
+                        }
+                    if (j0 + r < n && sub == 0) y[j0 + r] = acc;
+                }
+            } else {
+                const int stride = units + 4;  // floats per row: 16-byte rows, lanes' rows in different banks
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+#pragma unroll
+                    for (int v = 0; v < V; ++v) {
+                        const int p = sub + v * L;
+                        if (p < pieces && p % 2 == 0) terms_smem[(group_id * R + r) * stride + p / 2] = term[r][v];
+                    }
+                __syncthreads();
+                const int rows = static_cast<int>(blockDim.x) / L * R;
+                const int t = static_cast<int>(threadIdx.x);
+                const int64_t j = int64_t{blockIdx.x} * rows + t;
+                if (t < rows && j < n) {
+                    const float4* tp = reinterpret_cast<const float4*>(terms_smem + t * stride);
+                    float acc = 0.0f;
+                    for (int u4 = 0; u4 < units / 4; ++u4) {
+                        const float4 q = tp[u4];
+                        acc = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, q.x), q.y), q.z), q.w);
+                    }
+                    y[j] = acc;
+                }
+            }
+        }
+    }
+}
+
+template <int L, int V, int STEP, int R>
+void launch_nib(const uint8_t* w, const float* ws, const int8_t* x, int n, int k, float* y, cudaStream_t s) {
+    const int rows_per_block = 128 / L * R;
+    const size_t smem = STEP == 4 ? static_cast<size_t>(rows_per_block) * (k / 64 + 4) * 4 : 0;
+    launch_ex(nib_ladder_kernel<L, V, STEP, R>, dim3((n + rows_per_block - 1) / rows_per_block), dim3(128), smem, s,
+              true, w, ws, x, n, k, y);
+}
+
+// Runs step STEP with L lanes a row, R rows a lane group (V = the pieces a lane needs) on ring copy i.
+template <int STEP>
+bool run_nib(int L, int R, const uint8_t* w, const float* ws, const int8_t* x, int n, int k, float* y,
+             cudaStream_t s) {
+    const int V = (k / 32 + L - 1) / L;
+#define NIB_CASE(LL, VV, RR) \
+    if (L == LL && V == VV && R == RR) return launch_nib<LL, VV, STEP, RR>(w, ws, x, n, k, y, s), true;
+    NIB_CASE(16, 2, 1) NIB_CASE(16, 5, 1) NIB_CASE(16, 6, 1) NIB_CASE(16, 8, 1) NIB_CASE(16, 14, 1)
+    NIB_CASE(32, 1, 1) NIB_CASE(32, 3, 1) NIB_CASE(32, 4, 1) NIB_CASE(32, 7, 1) NIB_CASE(32, 14, 1)
+    NIB_CASE(32, 1, 2) NIB_CASE(32, 3, 2) NIB_CASE(32, 4, 2) NIB_CASE(32, 7, 2) NIB_CASE(32, 14, 2)
+    NIB_CASE(32, 1, 4) NIB_CASE(32, 3, 4) NIB_CASE(32, 4, 4) NIB_CASE(32, 7, 4)
+#undef NIB_CASE
+    return false;
+}
+
+int nib_ladder(int argc, char** argv, cudaStream_t s) {
+    const int64_t ring_total = 160ll << 20;
+    int8_t* dx;
+    float* dy;
+    CK(cudaMalloc(&dx, 16384));
+    CK(cudaMalloc(&dy, 16384 * 4 * 4));
+    std::vector<int8_t> hx(16384);
+    {
+        std::mt19937 g(2);
+        for (auto& v : hx) v = static_cast<int8_t>(int(g() % 255) - 127);
+        CK(cudaMemcpy(dx, hx.data(), hx.size(), cudaMemcpyHostToDevice));
+    }
+    for (int arg = 2; arg + 1 < argc; arg += 2) {
+        const int n = std::atoi(argv[arg]), k = std::atoi(argv[arg + 1]);
+        const int64_t nib_bytes = int64_t{n} * k / 2, sc_bytes = int64_t{n} * (k / 64) * 4;
+        const int64_t stride = (nib_bytes + sc_bytes + 255) / 256 * 256;
+        const int64_t count = ring_total / stride;
+        uint8_t* ring;
+        CK(cudaMalloc(&ring, count * stride));
+        std::vector<uint8_t> h(stride);
+        std::mt19937 g(1);
+        for (int64_t b = 0; b < nib_bytes; ++b) h[b] = static_cast<uint8_t>((4 + g() % 9) | ((4 + g() % 9) << 4));
+        for (int64_t e = 0; e < sc_bytes / 4; ++e) {
+            const float f = 0.01f + 0.001f * static_cast<float>(g() % 1000);
+            std::memcpy(h.data() + nib_bytes + 4 * e, &f, 4);
+        }
+        for (int64_t c = 0; c < count; ++c) CK(cudaMemcpy(ring + c * stride, h.data(), stride, cudaMemcpyHostToDevice));
+        auto wp = [&](int i) { return ring + (i % count) * stride; };
+        auto sp = [&](int i) { return reinterpret_cast<const float*>(ring + (i % count) * stride + nib_bytes); };
+        // The CPU's y for rows j (steps 2 and 3).
+        auto ref = [&](int64_t j, bool groups) {
+            float acc = 0.0f;
+            int64_t one = 0;
+            for (int u = 0; u < k / 64; ++u) {
+                int64_t su = 0;
+                for (int c = 64 * u; c < 64 * u + 64; ++c) {
+                    const uint8_t byte = h[j * (k / 2) + (c / 8) * 4 + (c % 4)];
+                    const int code = ((c % 8) < 4 ? (byte & 15) : (byte >> 4)) - 8;
+                    su += code * hx[c];
+                }
+                one += su;
+                float scale;
+                std::memcpy(&scale, h.data() + nib_bytes + 4 * (j * (k / 64) + u), 4);
+                acc = acc + scale * static_cast<float>(su);
+            }
+            return groups ? acc : static_cast<float>(one);
+        };
+        printf("nib ladder %dx%d (%.2f MB), steps 0-4:", n, k, (nib_bytes + sc_bytes) / 1e6);
+        for (int L : {16, 32})
+            for (int R : {1, 2, 4}) {
+                if (L == 16 && R > 1) continue;
+                const int V = (k / 32 + L - 1) / L;
+                if (V > 14 || V * R > 28) continue;
+                double us[5];
+                bool bad = false;
+                for (int step = 0; step < 5; ++step) {
+                    auto go = [&](int i) {
+                        const bool r = step == 0   ? run_nib<0>(L, R, wp(i), sp(i), dx, n, k, dy, s)
+                                       : step == 1 ? run_nib<1>(L, R, wp(i), sp(i), dx, n, k, dy, s)
+                                       : step == 2 ? run_nib<2>(L, R, wp(i), sp(i), dx, n, k, dy, s)
+                                       : step == 3 ? run_nib<3>(L, R, wp(i), sp(i), dx, n, k, dy, s)
+                                                   : run_nib<4>(L, R, wp(i), sp(i), dx, n, k, dy, s);
+                        if (!r) {
+                            printf(" (no kernel for L=%d R=%d V=%d)\n", L, R, V);
+                            exit(1);
+                        }
+                    };
+                    if (step >= 2) {
+                        CK(cudaMemset(dy, 0, n * 4));
+                        go(0);
+                        CK(cudaStreamSynchronize(s));
+                        std::vector<float> hy(n);
+                        CK(cudaMemcpy(hy.data(), dy, n * 4, cudaMemcpyDeviceToHost));
+                        for (int64_t j = 0; j < n; j += 61) bad |= hy[j] != ref(j, step >= 3);
+                        bad |= hy[n - 1] != ref(n - 1, step >= 3);
+                    }
+                    us[step] = time_calls(go, 32, 30, s);
+                }
+                printf(" | L=%d R=%d: %.2f %.2f %.2f %.2f %.2f%s", L, R, us[0], us[1], us[2], us[3], us[4],
+                       bad ? " MISMATCH" : " ok");
+            }
+        printf("\n");
+        CK(cudaFree(ring));
+    }
+    return 0;
+}
+
 // `gemv_bounds rw IN_BYTES OUT_BYTES ...`: read_write_kernel's time per call for each pair, with
 // and without PDL (e.g. the BWTA b1 GEMM shapes at m = 128: bin1 weights n * k / 8 bytes, y
 // 128 * n * 4 bytes).
@@ -387,6 +709,8 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&dout, 64));
     if (argc > 1 && std::string(argv[1]) == "rw") return read_write_floors(argc, argv, s);
     if (argc > 1 && std::string(argv[1]) == "rw3") return read_wait_read_write_floors(argc, argv, s);
+    if (argc > 1 && std::string(argv[1]) == "rwp") return read_pieces_floors(argc, argv, s);
+    if (argc > 1 && std::string(argv[1]) == "nib") return nib_ladder(argc, argv, s);
     const int B = 32, S = 30;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));

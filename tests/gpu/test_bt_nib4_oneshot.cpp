@@ -2,8 +2,8 @@
 // and fused epilogue bit-exact against the CPU references (computed from the bt bytes) over a
 // shape table (d = 1, 2; n = 1, odd, fewer rows than a block covers, tens of thousands of rows;
 // k from one unit to the 16384 limit; one group, groups of 64, 128, 192, 4096 and a partial last
-// group), every lane count with every unit count per lane (full and partial last lanes, one and
-// several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
+// group), every lane group (16 or 32 lanes, one or two rows) with every piece count per lane
+// (full and partial last lanes, one and several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
 // dispatch (bt_gemv runs it for one token on small matrices when the nibbles are there); its
 // contract rules on the host. From float x (bt_nib4_oneshot_from_float, product_from_float): y bit
 // for bit the CPU quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not
@@ -40,10 +40,10 @@ void oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, 
     trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream);
 }
 
-template <int Lanes>
-void oneshot_lanes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
+template <int Lanes, int Rows>
+void oneshot_shape(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
                    cudaStream_t stream) {
-    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream, Lanes);
+    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream, Lanes, Rows);
 }
 
 ProductCase bt_case(int depth, int64_t n, int64_t k, int64_t group, uint64_t seed) {
@@ -79,20 +79,31 @@ TEST_F(BtNib4Oneshot, MatchesTheReferenceOverTheShapeTable) {
     }
 }
 
-TEST_F(BtNib4Oneshot, EveryLaneCountAndUnitsPerLane) {
+TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
     using Launcher = trit::gputest::ProductLauncher;
-    const std::vector<std::pair<int, Launcher>> lane_counts = {
-        {4, oneshot_lanes<4>}, {8, oneshot_lanes<8>}, {16, oneshot_lanes<16>}, {32, oneshot_lanes<32>}};
+    struct Shape {
+        int lanes, rows;
+        Launcher launch;
+    };
+    const std::vector<Shape> shapes = {{16, 1, oneshot_shape<16, 1>},
+                                       {16, 2, oneshot_shape<16, 2>},
+                                       {32, 1, oneshot_shape<32, 1>},
+                                       {32, 2, oneshot_shape<32, 2>}};
     uint64_t seed = 5100;
-    for (const auto& [lanes, launch] : lane_counts) {
-        for (int u = 1; u <= 8; ++u) {
-            // Every lane with u units, and only the first lane with u (the others u - 1); one group,
-            // and groups of one unit, of three (a group spans lanes and ends inside a lane's run).
-            for (const int64_t units : {int64_t{lanes} * u, int64_t{lanes} * (u - 1) + 1}) {
+    for (const Shape& sh : shapes) {
+        // Rows of two blocks and part of a third (4 warps a block).
+        const int64_t n = 2 * 4 * (32 / sh.lanes) * sh.rows + 3;
+        for (int v = 1; v * sh.rows <= 16; ++v) {
+            // Every lane with v pieces (32 columns each), and only the first two lanes with v (the
+            // others v - 1); one group, and groups of one unit, of three (a group spans lanes and
+            // ends inside a lane's run).
+            for (const int64_t pieces : {int64_t{sh.lanes} * v, int64_t{sh.lanes} * (v - 1) + 2}) {
+                const int64_t units = pieces / 2;
                 for (const int64_t group_units : {units, int64_t{1}, int64_t{3}}) {
-                    const ProductCase c = bt_case(2, 2 * 32 / lanes + 3, 64 * units, 64 * group_units, ++seed);
-                    SCOPED_TRACE("lanes " + std::to_string(lanes) + ", " + trit::gputest::describe(c));
-                    trit::gputest::check_product_case(c, launch);
+                    const ProductCase c = bt_case(2, n, 64 * units, 64 * group_units, ++seed);
+                    SCOPED_TRACE("lanes " + std::to_string(sh.lanes) + ", rows " + std::to_string(sh.rows) + ", " +
+                                 trit::gputest::describe(c));
+                    trit::gputest::check_product_case(c, sh.launch);
                     if (::testing::Test::HasFailure()) return;
                 }
             }
@@ -114,7 +125,7 @@ PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a, const uint8_
     return trit::gputest::bt_weights(depth, n, k, a, nib);
 }
 
-TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneTokenOnSmallMatrices) {
+TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneToken) {
     alignas(16) static uint8_t bytes[64], nib[64];
     alignas(16) static int8_t x[64];
     using trit::kernels::bt_gemv_variant;
@@ -124,9 +135,8 @@ TEST_F(BtNib4Oneshot, TheGemvPathRunsItForOneTokenOnSmallMatrices) {
     EXPECT_STREQ(bt_gemv_variant(bt(2, 768, 768, bytes, nib), x, 2, 64), "warp");
     EXPECT_STREQ(bt_gemv_variant(bt(2, 6912, 2560, bytes, nib), x, 1, 64), "oneshot");
     EXPECT_STREQ(bt_gemv_variant(bt(2, 2560, 6912, bytes, nib), x, 1, 64), "oneshot");
-    // Above 6912 x 2560 weights the streaming kernel measured faster.
-    EXPECT_STREQ(bt_gemv_variant(bt(2, 6913, 2560, bytes, nib), x, 1, 64), "nib4");
-    EXPECT_STREQ(bt_gemv_variant(bt(2, 14336, 4096, bytes, nib), x, 1, 64), "nib4");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 14336, 4096, bytes, nib), x, 1, 64), "oneshot");
+    EXPECT_STREQ(bt_gemv_variant(bt(2, 128256, 4096, bytes, nib), x, 1, 64), "oneshot");
     ProductCase c = bt_case(2, 3072, 768, 64, 5300);
     trit::gputest::check_product_case(c, trit::kernels::ProductPath::kAuto);
     trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
@@ -159,7 +169,7 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         {2, 768, 3072, 64, -50.0f, 40.0f, true},   {1, 5, 4096, 4096, -1.0f, 1.0f, true},
         {2, 33, 2560, 256, -1e-7f, 1e-7f, true},   // amax below kAct8Eps; groups of four units
         {2, 1024, 1024, 1024, 0.0f, 0.0f, true},   // all zeros
-        {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, false},
+        {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, true},
         {1, 5, 16384, 16384, -1.0f, 1.0f, false},  // k > 4096: the quantizer, then the one-shot kernel
         {2, 300, 1024, 256, -4.0f, 4.0f, true},    // groups of four units, 8-warp blocks (k <= 1024)
     };
@@ -189,12 +199,17 @@ TEST_F(BtNib4Oneshot, FromFloatXANonFiniteRowGivesNaN) {
     }
 }
 
-TEST(BtNib4OneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
+TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoRowsWhereTheyFit) {
     using trit::kernels::bt_nib4_oneshot_lanes;
-    EXPECT_EQ(bt_nib4_oneshot_lanes(768, 768), 16);     // 12288 threads
-    EXPECT_EQ(bt_nib4_oneshot_lanes(3072, 768), 4);     // 12288
-    EXPECT_EQ(bt_nib4_oneshot_lanes(768, 3072), 16);    // 12288, 3 units a lane
-    EXPECT_EQ(bt_nib4_oneshot_lanes(100, 16384), 32);   // fewer lanes would need > 8 units
+    using trit::kernels::bt_nib4_oneshot_rows;
+    EXPECT_EQ(bt_nib4_oneshot_lanes(64), 16);  // 2 pieces
+    EXPECT_EQ(bt_nib4_oneshot_lanes(512), 16);  // 16 pieces
+    EXPECT_EQ(bt_nib4_oneshot_lanes(576), 32);
+    EXPECT_EQ(bt_nib4_oneshot_lanes(16384), 32);
+    EXPECT_EQ(bt_nib4_oneshot_rows(768), 2);    // 1 piece a lane and row
+    EXPECT_EQ(bt_nib4_oneshot_rows(8192), 2);   // 8 pieces a lane and row
+    EXPECT_EQ(bt_nib4_oneshot_rows(8256), 1);   // 9
+    EXPECT_EQ(bt_nib4_oneshot_rows(16384), 1);  // 16
 }
 
 void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
@@ -256,7 +271,7 @@ TEST(BtNib4OneshotContract, FromFloatXNamesItsRules) {
     EXPECT_TRUE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64));
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nullptr), x, 1, 64));  // no nibbles
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 2, 64));
-    EXPECT_FALSE(product_from_float_fuses(bt(2, 14336, 4096, bytes, nib), x, 1, 64));
+    EXPECT_TRUE(product_from_float_fuses(bt(2, 14336, 4096, bytes, nib), x, 1, 64));
     EXPECT_TRUE(product_from_float_fuses(bt(2, 4096, 4096, bytes, nib), x, 1, 64));
     EXPECT_FALSE(product_from_float_fuses(bt(2, 2560, 6912, bytes, nib), x, 1, 64));  // k > 4096
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64, trit::kernels::ProductPath::kGeneric));
@@ -268,13 +283,29 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
     int32_t acc[64];
     ProductOut out;
     out.acc = acc;
-    for (const auto& [lanes, k] : std::vector<std::pair<int, int64_t>>{{4, 4096}, {3, 256}, {64, 256}, {-1, 256}}) {
+    struct Case {
+        int lanes, rows;
+        int64_t k;
+    };
+    // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1 and 2, more than
+    // 16 pieces a lane (16384 columns over 16 lanes, or over 32 lanes and two rows).
+    for (const Case& c : std::vector<Case>{{4, 1, 256},
+                                           {8, 1, 256},
+                                           {3, 1, 256},
+                                           {64, 1, 256},
+                                           {-1, 1, 256},
+                                           {32, 3, 256},
+                                           {32, -1, 256},
+                                           {16, 1, 16384},
+                                           {32, 2, 16384}}) {
         try {
-            trit::kernels::bt_nib4_oneshot(bt(2, 4, k, bytes, nib), x, 1, 64, out, nullptr, lanes);
-            ADD_FAILURE() << "expected trit::Error for " << lanes << " lanes, k = " << k;
+            trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
+            ADD_FAILURE() << "expected trit::Error for " << c.lanes << " lanes, " << c.rows << " rows, k = " << c.k;
         } catch (const trit::Error& e) {
-            EXPECT_THAT(e.what(), HasSubstr("lanes per row must be 4, 8, 16 or 32 with at most 8 units"));
-            EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(lanes) + " lanes"));
+            EXPECT_THAT(e.what(), HasSubstr("lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at "
+                                            "most 16 pieces of 32 columns a lane over its rows"));
+            EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) +
+                                            " rows for " + std::to_string(c.k / 64) + " units"));
         }
     }
 }

@@ -270,12 +270,13 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
 
 namespace {
 
-// From float x the one-shot kernel, which quantizes x itself, runs up to 2560 x 2560 weights: one
-// launch there beats the quantizer's launch and then the skinny kernel, although the one-shot
-// product alone loses to skinny's. On the H100 (session 26, m = 1, us, quantizer + product): 2560 x
-// 2560 4.88-4.89 fused against 5.39-5.41 (quantizer, then skinny); above that fusing lost: 4096 x
-// 4096 9.24-9.34 vs 6.58-6.68, 6912 x 2560 8.51-8.58 vs 6.78, 2560 x 6912 11.10-11.12 vs 7.79.
-constexpr int64_t kFuseMaxWeights = int64_t{2560} * 2560;
+// From float x the one-shot kernel, which quantizes x itself, runs where the one-shot product runs
+// (up to 3072 x 768 weights). On the H100 (m = 1, us, quantizer + product): session 26, 2560 x 2560
+// 4.88-4.89 fused against 5.39-5.41 (quantizer, then skinny), so fusing ran up to there; session 27,
+// since the one-shot kernel reads x a piece ahead and sums R rows' pieces apart, 2560 x 2560 fused
+// 5.60-5.66 against 5.47 (TRIT_FUSE=0), and 1024 x 1024 2.37 against 3.67; larger shapes lost in
+// session 26 (4096 x 4096 9.24-9.34 vs 6.58-6.68, 6912 x 2560 8.51-8.58 vs 6.78).
+constexpr int64_t kFuseMaxWeights = kOneshotMaxWeights;
 
 }  // namespace
 

@@ -129,7 +129,6 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         {768, 768, -3.0f, 3.0f},   {3072, 768, -0.01f, 0.02f}, {768, 3072, -50.0f, 40.0f}, {5, 16384, -1.0f, 1.0f},
         {1, 64, -1.0f, 1.0f},      {33, 2560, -1e-7f, 1e-7f},  // amax below kAct8Eps
         {1024, 1024, 0.0f, 0.0f},  // all zeros
-        {2560, 2560, -2.0f, 2.0f},  // fused, although the product alone runs the skinny kernel
     };
     uint64_t seed = 900;
     for (const Shape& sh : shapes) {
@@ -145,13 +144,15 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
 }
 
 TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheFusedSizeGivesTheSameBits) {
-    // 2600 x 2560 (above 2560 x 2560 weights) runs the quantizer, then the skinny kernel: the same
-    // y as the CPU references.
-    const trit::gputest::FromFloatCase c = tern2_from_float(2600, 2560, -2.0f, 2.0f, 41);
-    bool fused = true;
-    const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
-    EXPECT_FALSE(fused);
-    trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
+    // Above 3072 x 768 weights the quantizer runs, then the skinny kernel: the same y as the CPU
+    // references.
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2560, 2560}, {2600, 2560}}) {
+        const trit::gputest::FromFloatCase c = tern2_from_float(n, k, -2.0f, 2.0f, 41 + n);
+        bool fused = true;
+        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
+        EXPECT_FALSE(fused) << n << " x " << k;
+        trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
+    }
 }
 
 TEST_F(Tern2GemvOneshot, FromFloatXANonFiniteRowGivesNaN) {
@@ -252,10 +253,11 @@ TEST(Tern2GemvOneshotContract, FromFloatXNamesItsRules) {
                  "product_from_float (tern2, m=1, n=4, k=256, group=256): y only");
     expect_error([&] { trit::kernels::product_from_float(tern2(4, 256, codes), x, 1, 256, out, nullptr, sx, nullptr); },
                  "x, q and x_scale must be non-null");
-    // Which calls fuse: the one-shot contract, up to 2560 x 2560 weights.
+    // Which calls fuse: the one-shot contract, up to 3072 x 768 weights.
     using trit::kernels::product_from_float_fuses;
     EXPECT_TRUE(product_from_float_fuses(tern2(3072, 768, codes), x, 1, 768));
-    EXPECT_TRUE(product_from_float_fuses(tern2(2560, 2560, codes), x, 1, 2560));
+    EXPECT_TRUE(product_from_float_fuses(tern2(1024, 1024, codes), x, 1, 1024));
+    EXPECT_FALSE(product_from_float_fuses(tern2(2560, 2560, codes), x, 1, 2560));
     EXPECT_FALSE(product_from_float_fuses(tern2(2600, 2560, codes), x, 1, 2560));
     EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 1, 64));  // several scale groups
     EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 2, 768));

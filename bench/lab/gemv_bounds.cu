@@ -310,20 +310,27 @@ __global__ void read_wait_read_write_kernel(const uint4* w, int64_t w16, const u
     if (i < out16) out[i] = make_uint4(v.x ^ u.x, v.y ^ u.y, v.z ^ u.z, v.w ^ u.w);
 }
 
+// A ring of copies of `units16` 16-byte units, 160 MB in all (past 2 x the 50 MB L2): the weights
+// rotate through it so that they come from DRAM. Sets stride (bytes between copies) and count.
+uint8_t* make_ring(int64_t units16, int64_t& stride, int64_t& count) {
+    stride = (units16 * 16 + 255) / 256 * 256;
+    count = (160ll << 20) / stride;
+    uint8_t* ring;
+    CK(cudaMalloc(&ring, count * stride));
+    CK(cudaMemset(ring, 1, count * stride));
+    return ring;
+}
+
 // `gemv_bounds rw3 W A OUT ...`: read_wait_read_write_kernel's time per call for each triple.
 int read_wait_read_write_floors(int argc, char** argv, cudaStream_t s) {
     const int B = 32, S = 30;
-    const int64_t ring_total = 160ll << 20;
     for (int arg = 2; arg + 2 < argc; arg += 3) {
         const int64_t w_bytes = std::atoll(argv[arg]), a_bytes = std::atoll(argv[arg + 1]),
                       out_bytes = std::atoll(argv[arg + 2]);
         const int64_t w16 = (w_bytes + 15) / 16, a16 = (a_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
-        const int64_t stride = (w16 * 16 + 255) / 256 * 256;
-        const int64_t count = ring_total / stride;
-        uint8_t* ring;
+        int64_t stride, count;
+        uint8_t* ring = make_ring(w16, stride, count);
         uint4 *a, *out;
-        CK(cudaMalloc(&ring, count * stride));
-        CK(cudaMemset(ring, 1, count * stride));
         CK(cudaMalloc(&a, a16 * 16));
         CK(cudaMemset(a, 2, a16 * 16));
         CK(cudaMalloc(&out, out16 * 16));
@@ -383,16 +390,12 @@ double time_read_pieces(const uint8_t* ring, int64_t count, int64_t stride, int6
 }
 
 int read_pieces_floors(int argc, char** argv, cudaStream_t s) {
-    const int64_t ring_total = 160ll << 20;
     for (int arg = 2; arg + 1 < argc; arg += 2) {
         const int64_t w_bytes = std::atoll(argv[arg]), out_bytes = std::atoll(argv[arg + 1]);
         const int64_t w16 = (w_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
-        const int64_t stride = (w16 * 16 + 255) / 256 * 256;
-        const int64_t count = ring_total / stride;
-        uint8_t* ring;
+        int64_t stride, count;
+        uint8_t* ring = make_ring(w16, stride, count);
         uint4* out;
-        CK(cudaMalloc(&ring, count * stride));
-        CK(cudaMemset(ring, 1, count * stride));
         CK(cudaMalloc(&out, out16 * 16 + 16));
         printf("read W %lld B, write %lld B, pdl, us/call: P=1 %.2f | coalesced P=2 %.2f P=4 %.2f P=8 %.2f | "
                "runs P=2 %.2f P=4 %.2f P=8 %.2f\n",
@@ -673,16 +676,12 @@ int nib_ladder(int argc, char** argv, cudaStream_t s) {
 // 128 * n * 4 bytes).
 int read_write_floors(int argc, char** argv, cudaStream_t s) {
     const int B = 32, S = 30;
-    const int64_t ring_total = 160ll << 20;
     for (int a = 2; a + 1 < argc; a += 2) {
         const int64_t in_bytes = std::atoll(argv[a]), out_bytes = std::atoll(argv[a + 1]);
         const int64_t in16 = (in_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
-        const int64_t stride = (in16 * 16 + 255) / 256 * 256;
-        const int64_t count = ring_total / stride;
-        uint8_t* ring;
+        int64_t stride, count;
+        uint8_t* ring = make_ring(in16, stride, count);
         uint4* out;
-        CK(cudaMalloc(&ring, count * stride));
-        CK(cudaMemset(ring, 1, count * stride));
         CK(cudaMalloc(&out, out16 * 16));
         const int64_t units = std::max(in16, out16);
         const unsigned blocks = static_cast<unsigned>((units + 255) / 256);

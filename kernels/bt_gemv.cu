@@ -416,11 +416,11 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
 }
 
 // The one-shot nibble GEMV (bt_nib4_oneshot) runs every m = 1 call its contract takes, the
-// streaming nibble GEMV the others. On the H100 (session 27, bt2, group 64, us, one-shot against
-// streaming): 14336 x 4096 13.47-13.56 vs 18.24-18.33, 4096 x 14336 20.14-20.15 vs 21.06-21.16,
-// 11008 x 4096 13.25-13.31 vs 15.44-15.46, 4096 x 11008 16.12-16.14 vs 18.00-18.01, 128256 x 4096
-// (beyond L2) 102.35 vs 115.54; session 26, on the smaller shapes: 768 x 768 1.70 vs 3.19,
-// 2560 x 2560 4.33 vs 4.87, 6912 x 2560 7.65 vs 8.77.
+// streaming nibble GEMV (which takes no call the one-shot kernel does not) only under
+// TRIT_ONESHOT=0. On the H100 (session 27, bt2, group 64, us, one-shot against streaming):
+// 14336 x 4096 12.29-12.30 vs 18.21-18.28, 4096 x 14336 17.29-17.49 vs 21.10-21.18, 11008 x 4096
+// 9.97-10.04 vs 15.34-15.46, 128256 x 4096 (beyond L2) 98.14 vs 115.54; below 6912 x 2560 the
+// one-shot kernel ran already (session 26: 768 x 768 1.70 vs 3.19).
 constexpr int64_t kOneshotMaxWeights = std::numeric_limits<int64_t>::max();
 
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {

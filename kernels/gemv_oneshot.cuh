@@ -4,14 +4,16 @@
 // kernels/bt_nib4.h.
 //
 // Layout. A row is k / 64 units of 64 columns, each made of P 16-byte pieces (tern2: P = 1,
-// nibbles: P = 2, a piece of 32 columns). L lanes of a warp form a lane group (L = 4, 8, 16 or 32;
-// 32 / L groups a warp), which takes R consecutive rows (R = 1 or 2): lane l of the group holds
+// nibbles: P = 2, a piece of 32 columns). L lanes of a warp form a lane group (tern2: L = 4, 8, 16
+// or 32; nibbles: 16 or 32; 32 / L groups a warp), which takes R consecutive rows (tern2: R = 1;
+// nibbles: 1 or 2): lane l of the group holds
 // the pieces l, l + L, ... (V of them) of each of its rows in registers, so that one load
 // instruction reads L * 16 bytes in a row, and reads the x of each of its pieces once for the R
 // rows. Every lane requests its pieces, and the scales and bias the epilogue needs, before
 // pdl_wait() when PackedWeights::pdl allows it: the whole matrix is in flight while the previous
-// kernel ends, with no tile loop. After the wait a lane reads the x of its pieces (from L1 / L2),
-// decodes and multiplies with dp4a, and then:
+// kernel ends, with no tile loop. After the wait a lane reads the x of its pieces (from L1 / L2,
+// each piece's x requested before the previous piece's products), decodes and multiplies with
+// dp4a, and then:
 //   - one scale group: the group's lanes add their int32 sums with shuffles (exact in any order);
 //   - several groups: a unit's sum is its P pieces' (adjacent lanes, a shuffle); the lane holding
 //     a unit's first piece writes the unit's term w_scale[g] * float(sum) (groups of one unit,

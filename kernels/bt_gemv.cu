@@ -453,7 +453,7 @@ constexpr int64_t kFuseMaxK = 4096;
 
 bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
     const bool takes = bt_nib4_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty();
-    return detail::fuse_runs(w.k <= kFuseMaxK && oneshot_takes(w, reinterpret_cast<const int8_t*>(x), m, group), takes);
+    return detail::fuse_runs(w.k <= kFuseMaxK && detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, takes), takes);
 }
 
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

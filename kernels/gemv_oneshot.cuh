@@ -367,14 +367,13 @@ Kernel pick_w(int warps) {
     }
 }
 
-// The kernel whose V is the smallest of Codec::Vs at least v (pieces a lane per row).
+// The kernel whose V is the smallest of Codec::Vs at least v (pieces a lane per row); none where
+// that V times R exceeds kMaxPiecesPerLane (pick_w).
 template <class Codec, int L, int R, bool kFloatX, Groups kG, int... Vs>
 Kernel pick_v(int v, int warps, std::integer_sequence<int, Vs...>) {
     Kernel k = nullptr;
     bool done = false;
-    ((!done && Vs >= v && Vs * R <= kMaxPiecesPerLane ? (k = pick_w<Codec, L, Vs, R, kFloatX, kG>(warps), done = true)
-                                                       : false),
-     ...);
+    ((!done && Vs >= v ? (k = pick_w<Codec, L, Vs, R, kFloatX, kG>(warps), done = true) : false), ...);
     return k;
 }
 
@@ -467,10 +466,9 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     if (rows == 0) rows = kTern2 ? 1 : nib4_rows(k, lanes_per_row);
     const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
     const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
-    const Kernel kern =
-        lanes_per_row <= 0 || rows <= 0 || int64_t{v} * rows > kMaxPiecesPerLane || (kTern2 && v > kMaxUnitsPerLane)
-            ? nullptr
-            : pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps);
+    // pick() has no kernel for other lane counts or rows, nor for more than kMaxPiecesPerLane
+    // pieces a lane (tern2: kMaxUnitsPerLane).
+    const Kernel kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps);
     TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", Codec::kLaneRule, ", got ",
                lanes_per_row, " lanes and ", rows, " rows for ", units, " units");
     Args a{};

@@ -57,6 +57,7 @@
 
 #include "core/error.h"
 #include "exporters/formats/bt.h"
+#include "kernels/cp_async.cuh"
 #include "kernels/fast_div.h"
 #include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
@@ -146,16 +147,9 @@ __device__ __forceinline__ uint4 load_chunk_edge(uintptr_t p, uintptr_t begin, u
                       static_cast<uint32_t>(hi), static_cast<uint32_t>(hi >> 32));
 }
 
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-    const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
+using detail::cp_async4;
+using detail::cp_async_commit;
+using detail::cp_async_wait_all;
 
 // A thread's x, per token and quintet slot s: a holds columns 0..3 (of group A when split, else
 // all), b the same columns of group B, c4 column 4 (split: A + 65536 B). Zero outside the row.

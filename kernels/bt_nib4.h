@@ -57,11 +57,11 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 
 // The one-shot nibble GEMV (kernels/gemv_oneshot.cuh, the kernel of the one-shot tern2 GEMV,
 // kernels/tern2_gemv_oneshot.h, with the nibble decode): a lane group of 16 or 32 lanes takes one
-// or two rows, each lane holding at most 16 pieces of 32 columns (16 bytes) over its rows in
-// registers, the group's loads reading its rows' pieces in a row; every load issued before the
-// PDL wait, no tile loop; x read once per piece for the group's rows; for several scale groups,
-// one thread per row adds the row's unit terms (or int32 sums) in column order from shared
-// memory. Its rules:
+// or two rows, each lane holding at most 16 pieces of 32 columns (16 bytes) a row: all of them in
+// registers for one row, up to 8 a row for two and the rest copied to shared memory (cp.async),
+// the group's loads reading its rows' pieces in a row; every load issued before the PDL wait, no
+// tile loop; x read once per piece for the group's rows; for several scale groups, one thread per
+// row adds the row's unit terms (or int32 sums) in column order from shared memory. Its rules:
 //   - bt weights of depth 1 or 2 with their nibbles (PackedWeights::dense);
 //   - m = 1;
 //   - k % 64 == 0 and k <= 16384;
@@ -71,7 +71,7 @@ constexpr int64_t kBtNib4OneshotMaxK = 16384;
 std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 // Lanes per row and rows per lane group the launcher picks: 32 lanes (16 for k <= 512), and two
-// rows where a lane then holds at most 16 pieces (k <= 8192 at 32 lanes), else one.
+// rows (every k the contract takes: a lane then holds at most 16 pieces a row).
 int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t k);
 

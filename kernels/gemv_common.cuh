@@ -99,29 +99,41 @@ __device__ void store_groups(const ProductOut& o, int64_t n, int64_t j, int G, i
     __syncwarp();
 }
 
-// Blocks of a persistent grid over `rows` rows, `warps` rows at a time: no more blocks than fit on
-// the device at once, so each block builds its tables and stages x once for several rows.
-// Raises the kernel's dynamic shared memory limit when it needs more than the default 48 KB and
-// throws (naming `who`) when the device cannot give it. The device queries run once per kernel,
-// device, warps and shared memory size: a GEMV takes a few microseconds, the queries about as long.
+// Gives `kernel` `smem` bytes of dynamic shared memory a block: raises its limit where it needs more
+// than it was given (the default is 48 KB) and throws (naming `who`) when the device cannot give
+// that much with the kernel's static shared memory. The limit is the kernel's, not the call's: it
+// is raised to the largest size any call has needed (setting it per new size would lower it under
+// a cached larger one: seen as a launch's "invalid argument" when the same kernel ran with several
+// sizes). The device queries run once per kernel, device and larger size.
 template <typename Kernel>
-unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
+void allow_smem(const char* who, Kernel kernel, int64_t smem) {
     int dev = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&dev));
-    // The limit is the kernel's, not the call's: raise it to the largest size any call has needed
-    // (setting it per new size would lower it under a cached larger one: seen as a launch's
-    // "invalid argument" when the same kernel ran with several sizes).
-    {
-        static std::mutex limit_mutex;
-        static std::map<std::pair<const void*, int>, int64_t> limit;
-        std::lock_guard<std::mutex> lock(limit_mutex);
-        int64_t& have = limit[{reinterpret_cast<const void*>(kernel), dev}];
-        if (smem > have) {
-            TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem)));
-            have = smem;
-        }
-    }
+    static std::mutex mutex;
+    static std::map<std::pair<const void*, int>, int64_t> limit;
+    std::lock_guard<std::mutex> lock(mutex);
+    int64_t& have = limit[{reinterpret_cast<const void*>(kernel), dev}];
+    if (smem <= have) return;
+    int optin = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    cudaFuncAttributes attr{};
+    TRIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    const int64_t total = smem + static_cast<int64_t>(attr.sharedSizeBytes);
+    TRIT_CHECK(total <= optin, who, ": needs ", total, " bytes of shared memory per block, the device gives at most ",
+               optin);
+    TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    have = smem;
+}
+
+// Blocks of a persistent grid over `rows` rows, `warps` rows at a time: no more blocks than fit on
+// the device at once, so each block builds its tables and stages x once for several rows. Gives
+// the kernel `smem` bytes (allow_smem). The occupancy query runs once per kernel, device, warps
+// and shared memory size: a GEMV takes a few microseconds, the queries about as long.
+template <typename Kernel>
+unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
+    allow_smem(who, kernel, smem);
+    int dev = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&dev));
     using Key = std::tuple<const void*, int, int, int64_t>;
     static std::mutex mutex;
     static std::map<Key, int64_t> resident;  // blocks the device holds at once
@@ -133,14 +145,8 @@ unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t sm
         if (it != resident.end()) at_once = it->second;
     }
     if (at_once == 0) {
-        int sms = 0, optin = 0;
+        int sms = 0;
         TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        cudaFuncAttributes attr{};
-        TRIT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-        const int64_t total = smem + static_cast<int64_t>(attr.sharedSizeBytes);
-        TRIT_CHECK(total <= optin, who, ": needs ", total,
-                   " bytes of shared memory per block, the device gives at most ", optin);
         int per_sm = 0;
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_sm, kernel, warps * kWarp, static_cast<size_t>(smem)));

@@ -7,26 +7,29 @@
 // nibbles: P = 2, a piece of 32 columns). L lanes of a warp form a lane group (tern2: L = 4, 8, 16
 // or 32; nibbles: 16 or 32; 32 / L groups a warp), which takes R consecutive rows (tern2: R = 1;
 // nibbles: 1 or 2): lane l of the group holds
-// the pieces l, l + L, ... (V of them) of each of its rows in registers, so that one load
-// instruction reads L * 16 bytes in a row, and reads the x of each of its pieces once for the R
-// rows. Every lane requests its pieces, and the scales and bias the epilogue needs, before
-// pdl_wait() when PackedWeights::pdl allows it: the whole matrix is in flight while the previous
-// kernel ends, with no tile loop. After the wait a lane reads the x of its pieces (from L1 / L2,
-// each piece's x requested before the previous piece's products), decodes and multiplies with
-// dp4a, and then:
+// the pieces l, l + L, ... of each of its rows, so that one load instruction reads L * 16 bytes in
+// a row, and reads the x of each of its pieces once for the R rows. The first V pieces a row go to
+// registers; a nibble lane group of two rows with more than 8 pieces a lane and row copies the
+// rest (S more, cp.async) to shared memory, so that the 4096 x 14336 matrix fits the SMs' registers
+// and shared memory in one wave (in registers alone, one row and 16 pieces a lane: 128 registers,
+// 4 blocks of 4 rows an SM, two waves). Every lane requests its pieces, and the scales and bias
+// the epilogue needs, before pdl_wait() when PackedWeights::pdl allows it: the whole matrix is in
+// flight while the previous kernel ends, with no tile loop. After the wait a lane reads the x of
+// its pieces (from L1 / L2, each piece's x requested before the previous piece's products),
+// decodes and multiplies with dp4a, and then:
 //   - one scale group: the group's lanes add their int32 sums with shuffles (exact in any order);
 //   - several groups: a unit's sum is its P pieces' (adjacent lanes, a shuffle); the lane holding
-//     a unit's first piece writes the unit's term w_scale[g] * float(sum) (groups of one unit,
-//     group = 64) or its int32 sum (larger groups) to shared memory, and after a barrier thread t
-//     of the block adds up row t's entries in column order, the groups' terms in increasing g:
-//     kernels/product.h's epilogue, bit for bit. A chain of additions per row, run by the rows of
-//     a block side by side; the first version passed every term to the row's first lane by
-//     shuffle, a warp instruction per unit (session 27: 4096 x 14336 17.98 us against 16.98 in the
-//     lab, bench/lab/gemv_bounds.cu nib).
-// The scale of group g is requested early by the lane holding the first piece of the group's last
-// unit. From float x (kFloatX), every block first reduces x's absmax and writes its int8 codes to
-// shared memory with act_int8_quantize's arithmetic (act_int8.cuh), and uses that scale in the
-// epilogue.
+//     a unit's first piece writes its int32 sum to shared memory, and after a barrier thread t of
+//     the block adds up row t's entries in column order, the groups' terms w_scale[g] *
+//     float(sum) in increasing g: kernels/product.h's epilogue, bit for bit. A chain of additions
+//     per row, run by the rows of a block side by side; the first version passed every term to
+//     the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x 14336 17.98
+//     us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
+// Several groups: the scale of group g is copied early (cp.async) to the row's entries by the lane
+// holding the first piece of the group's last unit, and costs no registers. One group: the row's
+// scale is loaded early into a register. From float x (kFloatX), every block first reduces x's
+// absmax and writes its int8 codes to shared memory with act_int8_quantize's arithmetic
+// (act_int8.cuh), and uses that scale in the epilogue.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +41,7 @@
 #include "core/error.h"
 #include "exporters/formats/common.h"
 #include "kernels/act_int8.cuh"
+#include "kernels/cp_async.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
@@ -80,6 +84,7 @@ struct Args {
     int groups;       // ceil(units / unit_groups)
     int stride;       // 32-bit words per row of the shared epilogue entries: 4 mod 8 (16-byte rows whose
                       // first words fall in different banks for 8 rows)
+    int scale_at;     // the word of a row's entries where its groups' scales start (a multiple of 4)
     bool prefetch;    // request the weights, scales and bias before pdl_wait()
     ProductOut out;
 };
@@ -121,7 +126,7 @@ struct Nib4Codec {
     using Vs = std::integer_sequence<int, 1, 2, 4, 8, 16>;
     static constexpr const char* kLaneRule =
         "lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at most 16 pieces of 32 columns a "
-        "lane over its rows";
+        "lane and row";
     struct X {
         uint32_t w[8];
         int offset;
@@ -151,19 +156,39 @@ constexpr int kRowsPerBlock = W * (kWarp / L) * R;
 // Nibble kernels of 4 warps whose lane holds at most 8 pieces: at most 72 registers, so that 7 blocks
 // fit an SM (6912 x 2560, groups of 64, 864 blocks in one wave: at 80 registers the last 72
 // blocks ran as a second wave, 6.18 us against 4.84 before; session 27).
-template <class Codec, int V, int R, int W>
-constexpr int kMinBlocks = Codec::kPieces == 2 && W == kWarps && V * R <= 8 ? 7 : 0;  // 0: no minimum
+// Kernels that stage pieces in shared memory: at most 128 registers, so that 4 blocks fit an SM.
+template <class Codec, int V, int R, int S, int W>
+constexpr int kMinBlocks = Codec::kPieces == 2 && W == kWarps ? (S > 0 ? 4 : V * R <= 8 ? 7 : 0) : 0;  // 0: no minimum
 
-template <class Codec, int L, int V, int R, bool kFloatX, Groups kG, int W>
-__global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel(const Args a) {
+// Pieces a lane stages per row in shared memory past its V in registers (nibbles, two rows a lane
+// group, more than 8 pieces a lane and row).
+constexpr int kStaged = 8;
+
+// Several groups: the kernels that copy the groups' scales to shared memory (cp.async, no
+// registers) rather than load them to registers: those that stage pieces or hold 16 a lane. On
+// the H100 (session 28, bt2, groups of 64, us, registers / copied): 2560 x 6912 (16 pieces, 128
+// registers) 5.71 / 5.28-5.31; with fewer pieces the copies cost more than the registers they
+// free: 768 x 768 1.60 / 1.64-1.66, 2560 x 2560 3.02 / 3.21, 4096 x 4096 4.26-4.31 / 4.55-4.56,
+// 14336 x 4096 12.29-12.31 / 12.81-12.83.
+template <int V, int R, int S>
+constexpr bool kCopiesScales = S > 0 || V * R >= kMaxPiecesPerLane;
+
+template <class Codec, int L, int V, int R, int S, bool kFloatX, Groups kG, int W>
+__global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) kernel(const Args a) {
     // kFloatX: the k int8 codes of x (k bytes, a multiple of 64); then, for several groups, the
-    // rows' epilogue entries (kRows * a.stride words: terms, or int32 unit sums and, with y,
-    // the groups' scales at word a.units + g).
+    // rows' epilogue entries (kRows * a.stride words: the units' int32 sums and, with y, the
+    // groups' scales from word a.scale_at); then (S > 0) the staged pieces, S * R 16-byte slots a
+    // thread, slot (s, r) of all threads side by side.
     extern __shared__ uint4 smem[];
     __shared__ float partial[W];
     constexpr int kP = Codec::kPieces;
     constexpr int kRows = kRowsPerBlock<L, R, W>;
+    constexpr int kThreads = W * kWarp;
+    constexpr int kV = V + S;  // pieces a lane per row
     constexpr bool kGroups = kG != Groups::kOne;
+    // Several groups: the scales copied to shared memory by cp.async where registers are scarce
+    // (kCopiesScales), else loaded to registers.
+    constexpr bool kCopy = kGroups && kCopiesScales<V, R, S>;
     const int t = static_cast<int>(threadIdx.x), lane = t % kWarp, sub = lane % L;
     const int local0 = t / L * R;  // the lane group's first row in the block
     const int64_t block_row = int64_t{blockIdx.x} * kRows;
@@ -172,10 +197,13 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
     // Several groups: thread t < kRows finishes the block's row t.
     const int64_t fin_j = block_row + t;
     const bool finisher = kGroups && t < kRows && fin_j < a.n;
+    uint32_t* const entries = reinterpret_cast<uint32_t*>(smem) + (kFloatX ? a.units * (kUnitCols / 4) : 0);
+    uint4* const staged = reinterpret_cast<uint4*>(entries + (kGroups ? kRows * a.stride : 0));
 
     uint4 wv[R][V];
-    float ws[R][kGroups ? V : 1] = {};  // one group: the row's scale; else the scale of the group a piece's unit ends
-    float bias[kGroups ? 1 : R] = {};   // the bias of the lane group's rows, or of the finisher's row
+    // One group: the row's scale; several (not kCopy): the scale of the group a piece's unit ends.
+    float ws[R][kGroups && !kCopy ? V : 1] = {};
+    float bias[kGroups ? 1 : R] = {};  // the bias of the lane group's rows, or of the finisher's row
     // The group whose scale a piece's lane requests (the piece is the first of its unit, which ends
     // the group), else -1; the same for the lane's R rows.
     auto scale_group = [&](int v) {
@@ -184,7 +212,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
         if constexpr (kG == Groups::kUnit) return u;
         return (u + 1) % a.unit_groups == 0 || u + 1 == a.units ? u / a.unit_groups : -1;
     };
-    // Every row's weights first, then the scales and biases.
+    // Every row's weights first (registers, then the staged pieces, zeros past the rows and the
+    // row's pieces), then the scales (several groups: copied to the rows' entries) and biases.
     auto load = [&] {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -197,8 +226,39 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
                 wv[r][v] = ok && p < a.pieces ? tern2dev::load_weights(row + int64_t{p} * 16) : make_uint4(0, 0, 0, 0);
             }
         }
+        // A commit group per staged piece, empty past the row's pieces: the products wait for each
+        // piece alone (piece s: the S - 1 - s groups after it may still be pending; the scales'
+        // copies, issued after and not committed, do not count).
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+            const int p = sub + (V + s) * L;
+            if (p < a.pieces) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int64_t j = block_row + local0 + r;
+                    const bool ok = j < a.n;
+                    detail::cp_async16(staged + (s * R + r) * kThreads + t,
+                                       a.codes + (ok ? j * row_bytes + p * 16 : 0), ok ? 16 : 0);
+                }
+            }
+            detail::cp_async_commit();
+        }
         if (!y_out) return;
-        if constexpr (kGroups) {
+        if constexpr (kCopy) {
+#pragma unroll
+            for (int v = 0; v < kV; ++v) {
+                const int g = scale_group(v);
+                if (g < 0) continue;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int64_t j = block_row + local0 + r;
+                    if (j < a.n)
+                        detail::cp_async4(entries + (local0 + r) * a.stride + a.scale_at + g,
+                                          detail::epilogue_w_scale(a.out, j, a.groups) + g);
+                }
+            }
+            if (finisher && a.out.bias != nullptr) bias[0] = __ldg(a.out.bias + fin_j);
+        } else if constexpr (kGroups) {
             int g[V];
 #pragma unroll
             for (int v = 0; v < V; ++v) g[v] = scale_group(v);
@@ -257,22 +317,26 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
 #pragma unroll
         for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = kFloatX ? xp[q] : __ldg(xp + q);
     };
-    int sum[R][V];
+    int sum[R][kV];
     uint4 xnext[Codec::kXVecs];
     load_x(0, xnext);
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
+    for (int v = 0; v < kV; ++v) {
         uint4 xv[Codec::kXVecs];
 #pragma unroll
         for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = xnext[q];
-        if (v + 1 < V) load_x(v + 1, xnext);
+        if (v + 1 < kV) load_x(v + 1, xnext);
         const int p = sub + v * L;
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r][v] = 0;
         if (p >= a.pieces) continue;  // lanes past the row's last piece hold zeros from here on
+        // A staged piece: its group done (session 28, 4096 x 14336: 15.21-15.32 us, against
+        // 15.32-15.35 waiting for all of them at the first).
+        if (v >= V) detail::cp_async_wait_n(S - 1 - (v - V), std::make_integer_sequence<int, S>{});
         const typename Codec::X xq = Codec::prepare(xv);
 #pragma unroll
-        for (int r = 0; r < R; ++r) sum[r][v] = Codec::dot(wv[r][v], xq);
+        for (int r = 0; r < R; ++r)
+            sum[r][v] = Codec::dot(v < V ? wv[r][v < V ? v : 0] : staged[((v - V) * R + r) * kThreads + t], xq);
     }
 
     if constexpr (!kGroups) {
@@ -281,7 +345,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
         for (int r = 0; r < R; ++r) {
             int s = 0;
 #pragma unroll
-            for (int v = 0; v < V; ++v) s += sum[r][v];
+            for (int v = 0; v < kV; ++v) s += sum[r][v];
 #pragma unroll
             for (int o = L / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
             const int64_t j = block_row + local0 + r;
@@ -296,35 +360,37 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int v = 0; v < V; ++v)
+            for (int v = 0; v < kV; ++v)
 #pragma unroll
                 for (int o = 1; o < kP; o *= 2) sum[r][v] += __shfl_xor_sync(0xffffffffu, sum[r][v], o);
-        uint32_t* entries = reinterpret_cast<uint32_t*>(smem) + (kFloatX ? a.units * (kUnitCols / 4) : 0);
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
+        for (int v = 0; v < kV; ++v) {
             const int p = sub + v * L, u = p / kP;
             if (p >= a.pieces || p % kP != 0) continue;
-            const int g = kG == Groups::kUnits && y_out ? scale_group(v) : -1;
+            const int g = kG == Groups::kUnits && !kCopy && y_out ? scale_group(v) : -1;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const int64_t j = block_row + local0 + r;
                 uint32_t* row_entries = entries + (local0 + r) * a.stride;
                 if (kG == Groups::kUnit && !y_out) {
                     if (j < a.n) a.out.acc[j * a.groups + u] = sum[r][v];  // a unit is a group: no finisher
-                } else if (kG == Groups::kUnit) {
-                    row_entries[u] = __float_as_uint(__fmul_rn(ws[r][v], __int2float_rn(sum[r][v])));
+                } else if (kG == Groups::kUnit && !kCopy) {
+                    // The unit's term w_scale[u] * float(sum) (ws[r][v]: kCopy is false, so v < V).
+                    row_entries[u] = __float_as_uint(__fmul_rn(ws[r][v < V ? v : 0], __int2float_rn(sum[r][v])));
                 } else {
                     row_entries[u] = static_cast<uint32_t>(sum[r][v]);
-                    if (g >= 0) row_entries[a.units + g] = __float_as_uint(ws[r][v]);
+                    if (g >= 0) row_entries[a.scale_at + g] = __float_as_uint(ws[r][v < V ? v : 0]);
                 }
             }
         }
         if (kG == Groups::kUnit && !y_out) return;  // the same for the whole block: no barrier needed
+        if (kCopy && y_out) detail::cp_async_wait_all();  // the scales this thread copied
         __syncthreads();
         if (!finisher) return;
         const uint32_t* e = entries + t * a.stride;
-        if constexpr (kG == Groups::kUnit) {
-            // Four terms a load (rows start 16-byte aligned), four loads in flight.
+        const float* scale = reinterpret_cast<const float*>(e + a.scale_at);
+        if constexpr (kG == Groups::kUnit && !kCopy) {
+            // The terms: four a load (rows start 16-byte aligned), four loads in flight.
             const float4* e4 = reinterpret_cast<const float4*>(e);
             float y = 0.0f;
             int u = 0;
@@ -334,6 +400,23 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
                 y = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(y, q.x), q.y), q.z), q.w);
             }
             for (; u < a.units; ++u) y = __fadd_rn(y, __uint_as_float(e[u]));
+            a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
+        } else if constexpr (kG == Groups::kUnit) {
+            // The sums and their scales, four of each a load (rows and scales start 16-byte aligned).
+            const int4* e4 = reinterpret_cast<const int4*>(e);
+            const float4* s4 = reinterpret_cast<const float4*>(scale);
+            float y = 0.0f;
+            int u = 0;
+#pragma unroll 4
+            for (; u + 4 <= a.units; u += 4) {
+                const int4 q = e4[u / 4];
+                const float4 w = s4[u / 4];
+                y = detail::epilogue_add(detail::epilogue_add(detail::epilogue_add(detail::epilogue_add(y, w.x, q.x),
+                                                                                   w.y, q.y),
+                                                              w.z, q.z),
+                                         w.w, q.w);
+            }
+            for (; u < a.units; ++u) y = detail::epilogue_add(y, scale[u], static_cast<int>(e[u]));
             a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
         } else {
             int32_t* acc = y_out ? nullptr : a.out.acc + fin_j * a.groups;
@@ -345,7 +428,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
 #pragma unroll 4
                 for (; u < end; ++u) group_sum += static_cast<int>(e[u]);
                 if (acc != nullptr) acc[g] = group_sum;
-                else y = detail::epilogue_add(y, __uint_as_float(e[a.units + g]), group_sum);
+                else y = detail::epilogue_add(y, scale[g], group_sum);
             }
             if (y_out) a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
         }
@@ -355,15 +438,15 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, W>)) kernel
 using Kernel = void (*)(Args);
 
 // kWideWarps kernels exist for float x with at most kWideMaxK columns a row.
-template <class Codec, int L, int V, int R, bool kFloatX, Groups kG>
+template <class Codec, int L, int V, int R, int S, bool kFloatX, Groups kG>
 Kernel pick_w(int warps) {
     if constexpr (V * R > kMaxPiecesPerLane) {
         return nullptr;
     } else {
-        if constexpr (kFloatX && (V - 1) * L < kWideMaxK / kUnitCols * Codec::kPieces) {
-            if (warps == kWideWarps) return kernel<Codec, L, V, R, kFloatX, kG, kWideWarps>;
+        if constexpr (kFloatX && (V + S - 1) * L < kWideMaxK / kUnitCols * Codec::kPieces) {
+            if (warps == kWideWarps) return kernel<Codec, L, V, R, S, kFloatX, kG, kWideWarps>;
         }
-        return warps == kWarps ? kernel<Codec, L, V, R, kFloatX, kG, kWarps> : nullptr;
+        return warps == kWarps ? kernel<Codec, L, V, R, S, kFloatX, kG, kWarps> : nullptr;
     }
 }
 
@@ -373,8 +456,17 @@ template <class Codec, int L, int R, bool kFloatX, Groups kG, int... Vs>
 Kernel pick_v(int v, int warps, std::integer_sequence<int, Vs...>) {
     Kernel k = nullptr;
     bool done = false;
-    ((!done && Vs >= v ? (k = pick_w<Codec, L, Vs, R, kFloatX, kG>(warps), done = true) : false), ...);
+    ((!done && Vs >= v ? (k = pick_w<Codec, L, Vs, R, 0, kFloatX, kG>(warps), done = true) : false), ...);
     return k;
+}
+
+// Nibbles, two rows a lane group: 8 pieces a lane and row in registers, and up to kStaged more
+// staged in shared memory.
+template <class Codec, int L, bool kFloatX, Groups kG>
+Kernel pick_two_rows(int v, int warps) {
+    constexpr int kV = kMaxPiecesPerLane / 2;
+    if (v <= kV) return pick_v<Codec, L, 2, kFloatX, kG>(v, warps, typename Codec::Vs{});
+    return v <= kV + kStaged ? pick_w<Codec, L, kV, 2, kStaged, kFloatX, kG>(warps) : nullptr;
 }
 
 template <class Codec, bool kFloatX, Groups kG>
@@ -391,9 +483,9 @@ Kernel pick(int lanes, int rows, int v, int warps) {
         }
     } else {  // nibbles: 16 or 32 lanes, one or two rows
         if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, Vs{});
-        if (lanes == 16 && rows == 2) return pick_v<Codec, 16, 2, kFloatX, kG>(v, warps, Vs{});
+        if (lanes == 16 && rows == 2) return pick_two_rows<Codec, 16, kFloatX, kG>(v, warps);
         if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, Vs{});
-        if (lanes == 32 && rows == 2) return pick_v<Codec, 32, 2, kFloatX, kG>(v, warps, Vs{});
+        if (lanes == 32 && rows == 2) return pick_two_rows<Codec, 32, kFloatX, kG>(v, warps);
         return nullptr;
     }
 }
@@ -438,7 +530,8 @@ void check_from_float(const char* who, const PackedWeights& w, const float* x, i
 }
 
 // Nibbles: 32 lanes a row, or 16 when the row has at most 16 pieces (k <= 512), and two rows a
-// lane group where a lane then holds at most 16 pieces (k <= 8192 at 32 lanes). On the H100
+// lane group where a lane then holds at most 8 pieces a row in registers and 8 more in shared
+// memory (every k up to 16384 at 32 lanes). On the H100
 // (session 27, bench/lab/gemv_bounds.cu nib, groups of 64, us, 16 lanes / 32 lanes / 32 lanes and
 // two rows): 768 x 768 1.69 / 1.53 / 1.50, 3072 x 768 2.07 / 2.05 / 1.86, 2560 x 2560 3.26 / 3.02 /
 // 2.98, 4096 x 4096 5.63 / 4.68 / 4.62, 14336 x 4096 13.79 / 12.38 / 11.77; four rows gained on
@@ -447,7 +540,7 @@ inline int nib4_lanes(int64_t k) {
     return k / (kUnitCols / 2) > 16 ? 32 : 16;
 }
 inline int nib4_rows(int64_t k, int lanes) {
-    return 2 * formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes}) <= kMaxPiecesPerLane ? 2 : 1;
+    return formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes}) <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
@@ -480,18 +573,21 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     a.pieces = static_cast<int>(pieces);
     a.unit_groups = kG == Groups::kOne ? static_cast<int>(units) : static_cast<int>(group / kUnitCols);
     a.groups = static_cast<int>(formats::ceil_div(units, int64_t{a.unit_groups}));
-    const bool scales = kG == Groups::kUnits && out.y != nullptr;  // the groups' scales after the units' sums
-    a.stride = static_cast<int>(formats::ceil_div(int64_t{a.units} + (scales ? a.groups : 0), int64_t{8})) * 8 + 4;
+    // Several groups: the units' int32 sums, then (y) the groups' scales from a 16-byte boundary.
+    const bool scales = kG != Groups::kOne && out.y != nullptr;
+    a.scale_at = static_cast<int>(formats::ceil_div(int64_t{a.units}, int64_t{4})) * 4;
+    a.stride = static_cast<int>(formats::ceil_div(scales ? int64_t{a.scale_at} + a.groups : int64_t{a.units},
+                                                  int64_t{8})) * 8 + 4;
     a.prefetch = prefetch;
     a.out = out;
     const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row) * rows;
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
-    // x's int8 codes, then the rows' epilogue entries.
-    const size_t smem = (kFloatX ? static_cast<size_t>(k) : 0) +
-                        (kG != Groups::kOne ? static_cast<size_t>(rows_per_block * a.stride) * 4 : 0);
-    TRIT_CHECK(smem <= 48 * 1024, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", smem,
-               " bytes of shared memory for ", lanes_per_row, " lanes and ", rows, " rows exceed 48 KB");
-    detail::launch_kernel(kern, grid, dim3(warps * kWarp), smem, stream, true, a);
+    // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a lane).
+    const int staged = rows == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
+    const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +
+                         int64_t{staged} * rows * warps * kWarp * 16;
+    gemv::allow_smem(who, kern, smem);
+    detail::launch_kernel(kern, grid, dim3(warps * kWarp), static_cast<size_t>(smem), stream, true, a);
 }
 
 }  // namespace trit::kernels::oneshot

@@ -67,6 +67,7 @@ TEST_F(BtNib4Oneshot, MatchesTheReferenceOverTheShapeTable) {
         {3072, 768, 64},      {768, 3072, 64},    {1000, 2560, 64},    {7, 3072, 3072},   {130, 4096, 128},
         {9, 6912, 64},        {4, 14336, 4096},   {3, 16384, 64},      {20001, 192, 64},  {2049, 16320, 192},
         {17, 1088, 5000},     {31, 768, 512},     {6, 4096, 1024},     {11, 2560, 2560},  {40, 8192, 4096},
+        {21, 8256, 1 << 20},  {9, 14336, 64},
     };
     uint64_t seed = 5000;
     for (int depth = 1; depth <= trit::kernels::kBtNib4MaxDepth; ++depth) {
@@ -93,10 +94,10 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
     for (const Shape& sh : shapes) {
         // Rows of two blocks and part of a third (4 warps a block).
         const int64_t n = 2 * 4 * (32 / sh.lanes) * sh.rows + 3;
-        for (int v = 1; v * sh.rows <= 16; ++v) {
+        for (int v = 1; v <= 16; ++v) {
             // Every lane with v pieces (32 columns each), and only the first two lanes with v (the
             // others v - 1); one group, and groups of one unit, of three (a group spans lanes and
-            // ends inside a lane's run).
+            // ends inside a lane's run). Two rows over 8 pieces: the rest staged in shared memory.
             for (const int64_t pieces : {int64_t{sh.lanes} * v, int64_t{sh.lanes} * (v - 1) + 2}) {
                 const int64_t units = pieces / 2;
                 for (const int64_t group_units : {units, int64_t{1}, int64_t{3}}) {
@@ -208,8 +209,8 @@ TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoRowsWhereTheyFit) {
     EXPECT_EQ(bt_nib4_oneshot_lanes(16384), 32);
     EXPECT_EQ(bt_nib4_oneshot_rows(768), 2);    // 1 piece a lane and row
     EXPECT_EQ(bt_nib4_oneshot_rows(8192), 2);   // 8 pieces a lane and row
-    EXPECT_EQ(bt_nib4_oneshot_rows(8256), 1);   // 9
-    EXPECT_EQ(bt_nib4_oneshot_rows(16384), 1);  // 16
+    EXPECT_EQ(bt_nib4_oneshot_rows(8256), 2);   // 9: 8 in registers, 1 staged in shared memory
+    EXPECT_EQ(bt_nib4_oneshot_rows(16384), 2);  // 16: 8 and 8
 }
 
 void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
@@ -288,7 +289,7 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
         int64_t k;
     };
     // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1 and 2, more than
-    // 16 pieces a lane (16384 columns over 16 lanes, or over 32 lanes and two rows).
+    // 16 pieces a lane and row (16384 columns over 16 lanes, one or two rows; 8256 over 16 lanes).
     for (const Case& c : std::vector<Case>{{4, 1, 256},
                                            {8, 1, 256},
                                            {3, 1, 256},
@@ -297,13 +298,14 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
                                            {32, 3, 256},
                                            {32, -1, 256},
                                            {16, 1, 16384},
-                                           {32, 2, 16384}}) {
+                                           {16, 2, 16384},
+                                           {16, 2, 8256}}) {
         try {
             trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
             ADD_FAILURE() << "expected trit::Error for " << c.lanes << " lanes, " << c.rows << " rows, k = " << c.k;
         } catch (const trit::Error& e) {
             EXPECT_THAT(e.what(), HasSubstr("lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at "
-                                            "most 16 pieces of 32 columns a lane over its rows"));
+                                            "most 16 pieces of 32 columns a lane and row"));
             EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) +
                                             " rows for " + std::to_string(c.k / 64) + " units"));
         }

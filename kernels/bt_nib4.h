@@ -76,10 +76,14 @@ int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t k);
 
 // Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group
-// (0: bt_nib4_oneshot_rows(k)). Throws trit::Error naming m, n, k, group and the rule when the
-// contract rejects the call or the lanes and rows cannot hold a row.
+// (0: bt_nib4_oneshot_rows(k)), a lane requesting its first `ahead` pieces a row before its
+// products and each later one `ahead` pieces ahead of them: 0 all of them first, 2 or 4 (at least
+// a lane's pieces: all first), -1 the launcher's rule (2 or 4 where the blocks an SM holds at once
+// request more than 96 KB of weights, else 0; kernels/gemv_oneshot.cuh, ahead()). Throws
+// trit::Error naming m, n, k, group and the rule when the contract rejects the call, the lanes and
+// rows cannot hold a row, or `ahead` is none of these.
 void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
-                     cudaStream_t stream, int lanes = 0, int rows = 0);
+                     cudaStream_t stream, int lanes = 0, int rows = 0, int ahead = -1);
 
 // The same product from float x (1, k): every block quantizes x to int8 exactly as
 // act_int8_quantize does (kernels/act_int8.h) into shared memory and uses that scale as the

@@ -39,11 +39,11 @@ namespace {
 // Both launchers after their checks: x is int8 codes, or (kFloatX) float quantized in the kernel.
 template <bool kFloatX>
 void launch_nib4(const char* who, const PackedWeights& w, const int8_t* x, const float* xf, int64_t group,
-                 const ProductOut& out, cudaStream_t stream, int lanes, int rows) {
+                 const ProductOut& out, cudaStream_t stream, int lanes, int rows, int ahead) {
     using oneshot::Groups;
     using oneshot::Nib4Codec;
     const auto run = [&](auto launch) {
-        launch(who, w.dense, w.n, w.k, x, xf, group, w.pdl, out, stream, lanes, rows);
+        launch(who, w.dense, w.n, w.k, x, xf, group, w.pdl, out, stream, lanes, rows, ahead);
     };
     if (group >= w.k) return run(oneshot::launch<Nib4Codec, Groups::kOne, kFloatX>);
     if (group == oneshot::kUnitCols) return run(oneshot::launch<Nib4Codec, Groups::kUnit, kFloatX>);
@@ -53,18 +53,18 @@ void launch_nib4(const char* who, const PackedWeights& w, const int8_t* x, const
 }  // namespace
 
 void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
-                     cudaStream_t stream, int lanes, int rows) {
+                     cudaStream_t stream, int lanes, int rows, int ahead) {
     check_product("bt_nib4_oneshot", w, x, m, group, out);
     const std::string no = bt_nib4_oneshot_rejects(w, x, m, group);
     TRIT_CHECK(no.empty(), "bt_nib4_oneshot (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    launch_nib4<false>("bt_nib4_oneshot", w, x, nullptr, group, out, stream, lanes, rows);
+    launch_nib4<false>("bt_nib4_oneshot", w, x, nullptr, group, out, stream, lanes, rows, ahead);
 }
 
 void bt_nib4_oneshot_from_float(const PackedWeights& w, const float* x, int64_t group, const ProductOut& out,
                                 cudaStream_t stream, int lanes, int rows) {
     const char* who = "bt_nib4_oneshot_from_float";
     oneshot::check_from_float(who, w, x, group, out, bt_nib4_oneshot_rejects);
-    launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes, rows);
+    launch_nib4<true>(who, w, nullptr, x, group, out, stream, lanes, rows, -1);
 }
 
 }  // namespace trit::kernels

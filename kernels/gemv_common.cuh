@@ -125,12 +125,24 @@ void allow_smem(const char* who, Kernel kernel, int64_t smem) {
     have = smem;
 }
 
-// Blocks of a persistent grid over `rows` rows, `warps` rows at a time: no more blocks than fit on
-// the device at once, so each block builds its tables and stages x once for several rows. Gives
-// the kernel `smem` bytes (allow_smem). The occupancy query runs once per kernel, device, warps
-// and shared memory size: a GEMV takes a few microseconds, the queries about as long.
+// The SMs of the current device (queried once per device).
+inline int sm_count() {
+    int dev = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&dev));
+    static std::mutex mutex;
+    static std::map<int, int> count;
+    std::lock_guard<std::mutex> lock(mutex);
+    int& sms = count[dev];
+    if (sms == 0) TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms;
+}
+
+// Blocks of `warps` warps and `smem` bytes of dynamic shared memory the device holds at once (its
+// SMs times the blocks an SM holds). Gives the kernel `smem` bytes (allow_smem). The queries run
+// once per kernel, device, warps and shared memory size: a GEMV takes a few microseconds, the
+// queries about as long.
 template <typename Kernel>
-unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
+int64_t resident_blocks(const char* who, Kernel kernel, int warps, int64_t smem) {
     allow_smem(who, kernel, smem);
     int dev = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&dev));
@@ -145,17 +157,23 @@ unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t sm
         if (it != resident.end()) at_once = it->second;
     }
     if (at_once == 0) {
-        int sms = 0;
-        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         int per_sm = 0;
         TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_sm, kernel, warps * kWarp, static_cast<size_t>(smem)));
-        at_once = int64_t{sms} * std::max(per_sm, 1);
+        at_once = int64_t{sm_count()} * std::max(per_sm, 1);
         std::lock_guard<std::mutex> lock(mutex);
         resident[key] = at_once;
     }
+    return at_once;
+}
+
+// Blocks of a persistent grid over `rows` rows, `warps` rows at a time: no more blocks than fit on
+// the device at once (resident_blocks), so each block builds its tables and stages x once for
+// several rows.
+template <typename Kernel>
+unsigned persistent_blocks(const char* who, Kernel kernel, int warps, int64_t smem, int64_t rows) {
     const int64_t want = (rows + warps - 1) / warps;
-    return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, at_once)));
+    return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, resident_blocks(who, kernel, warps, smem))));
 }
 
 // A GEMV launcher's checks: check_product, then `rule` (the kernel's own, "" when it takes the

@@ -34,6 +34,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -164,6 +165,11 @@ constexpr int kMinBlocks = Codec::kPieces == 2 && W == kWarps ? (S > 0 ? 4 : V *
 // group, more than 8 pieces a lane and row).
 constexpr int kStaged = 8;
 
+// The D of the kernels that request a lane's pieces ahead of its products (ahead()).
+constexpr int kAheadFew = 2;
+constexpr int kAheadMore = 4;
+constexpr int64_t kAheadBytes = 96 * 1024;
+
 // Several groups: the kernels that copy the groups' scales to shared memory (cp.async, no
 // registers) rather than load them to registers: those that stage pieces or hold 16 a lane. On
 // the H100 (session 28, bt2, groups of 64, us, registers / copied): 2560 x 6912 (16 pieces, 128
@@ -173,7 +179,7 @@ constexpr int kStaged = 8;
 template <int V, int R, int S>
 constexpr bool kCopiesScales = S > 0 || V * R >= kMaxPiecesPerLane;
 
-template <class Codec, int L, int V, int R, int S, bool kFloatX, Groups kG, int W>
+template <class Codec, int L, int V, int R, int S, int D, bool kFloatX, Groups kG, int W>
 __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) kernel(const Args a) {
     // kFloatX: the k int8 codes of x (k bytes, a multiple of 64); then, for several groups, the
     // rows' epilogue entries (kRows * a.stride words: the units' int32 sums and, with y, the
@@ -214,35 +220,44 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     };
     // Every row's weights first (registers, then the staged pieces, zeros past the rows and the
     // row's pieces), then the scales (several groups: copied to the rows' entries) and biases.
-    auto load = [&] {
+    // Requests piece v of the R rows: to registers (v < V), or a staged piece to shared memory as a
+    // commit group of its own, empty past the row's pieces, so that the products wait for each
+    // staged piece alone.
+    auto request_row = [&](int v, int r) {
+        const int p = sub + v * L;
+        const int64_t j = block_row + local0 + r;
+        const bool ok = j < a.n;
+        const uint8_t* row = a.codes + (ok ? j : 0) * row_bytes;
+        wv[r][v < V ? v : 0] = ok && p < a.pieces ? tern2dev::load_weights(row + int64_t{p} * 16) : make_uint4(0, 0, 0, 0);
+    };
+    auto request = [&](int v) {
+        const int p = sub + v * L;
+        if (v < V) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int64_t j = block_row + local0 + r;
-            const bool ok = j < a.n;
-            const uint8_t* row = a.codes + (ok ? j : 0) * row_bytes;
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                const int p = sub + v * L;
-                wv[r][v] = ok && p < a.pieces ? tern2dev::load_weights(row + int64_t{p} * 16) : make_uint4(0, 0, 0, 0);
-            }
-        }
-        // A commit group per staged piece, empty past the row's pieces: the products wait for each
-        // piece alone (piece s: the S - 1 - s groups after it may still be pending; the scales'
-        // copies, issued after and not committed, do not count).
-#pragma unroll
-        for (int s = 0; s < S; ++s) {
-            const int p = sub + (V + s) * L;
+            for (int r = 0; r < R; ++r) request_row(v, r);
+        } else {
             if (p < a.pieces) {
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const int64_t j = block_row + local0 + r;
                     const bool ok = j < a.n;
-                    detail::cp_async16(staged + (s * R + r) * kThreads + t,
+                    detail::cp_async16(staged + ((v - V) * R + r) * kThreads + t,
                                        a.codes + (ok ? j * row_bytes + p * 16 : 0), ok ? 16 : 0);
                 }
             }
             detail::cp_async_commit();
         }
+    };
+    // The pieces requested before the products: all of them (D = 0), or the first D, the others
+    // D pieces ahead of the products. Every row's register pieces first, then the staged ones.
+    constexpr int kFirst = D == 0 || D > kV ? kV : D;
+    auto load = [&] {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int v = 0; v < (kFirst < V ? kFirst : V); ++v) request_row(v, r);
+#pragma unroll
+        for (int v = V; v < kFirst; ++v) request(v);
         if (!y_out) return;
         if constexpr (kCopy) {
 #pragma unroll
@@ -325,14 +340,19 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         uint4 xv[Codec::kXVecs];
 #pragma unroll
         for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = xnext[q];
+        if (kFirst < kV && v + kFirst < kV) request(v + kFirst);
         if (v + 1 < kV) load_x(v + 1, xnext);
         const int p = sub + v * L;
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r][v] = 0;
         if (p >= a.pieces) continue;  // lanes past the row's last piece hold zeros from here on
-        // A staged piece: its group done (session 28, 4096 x 14336: 15.21-15.32 us, against
-        // 15.32-15.35 waiting for all of them at the first).
-        if (v >= V) detail::cp_async_wait_n(S - 1 - (v - V), std::make_integer_sequence<int, S>{});
+        // A staged piece: its group done, the groups of the later pieces requested so far may be
+        // pending (session 28, 4096 x 14336: 15.21-15.32 us, against 15.32-15.35 waiting for all
+        // of them at the first). The scales' copies join the next group committed.
+        if (v >= V) {
+            const int last = kFirst < kV ? min(v + kFirst, kV - 1) : kV - 1;  // the last piece requested
+            detail::cp_async_wait_n(last - v, std::make_integer_sequence<int, S>{});
+        }
         const typename Codec::X xq = Codec::prepare(xv);
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -438,56 +458,84 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
 using Kernel = void (*)(Args);
 
 // kWideWarps kernels exist for float x with at most kWideMaxK columns a row.
+// `ahead` (0, or kAheads' for the nibble int8-x kernels of more than `ahead` pieces a lane and row):
+// the kernel's D.
 template <class Codec, int L, int V, int R, int S, bool kFloatX, Groups kG>
-Kernel pick_w(int warps) {
+Kernel pick_w(int warps, int ahead) {
     if constexpr (V * R > kMaxPiecesPerLane) {
         return nullptr;
     } else {
         if constexpr (kFloatX && (V + S - 1) * L < kWideMaxK / kUnitCols * Codec::kPieces) {
-            if (warps == kWideWarps) return kernel<Codec, L, V, R, S, kFloatX, kG, kWideWarps>;
+            if (warps == kWideWarps) return ahead == 0 ? kernel<Codec, L, V, R, S, 0, kFloatX, kG, kWideWarps> : nullptr;
         }
-        return warps == kWarps ? kernel<Codec, L, V, R, S, kFloatX, kG, kWarps> : nullptr;
+        if (warps != kWarps) return nullptr;
+        if constexpr (!kFloatX && Codec::kPieces == 2) {
+            if constexpr (V + S > kAheadFew) {
+                if (ahead == kAheadFew) return kernel<Codec, L, V, R, S, kAheadFew, kFloatX, kG, kWarps>;
+            }
+            if constexpr (V + S > kAheadMore) {
+                if (ahead == kAheadMore) return kernel<Codec, L, V, R, S, kAheadMore, kFloatX, kG, kWarps>;
+            }
+        }
+        return ahead == 0 ? kernel<Codec, L, V, R, S, 0, kFloatX, kG, kWarps> : nullptr;
     }
 }
 
 // The kernel whose V is the smallest of Codec::Vs at least v (pieces a lane per row); none where
 // that V times R exceeds kMaxPiecesPerLane (pick_w).
 template <class Codec, int L, int R, bool kFloatX, Groups kG, int... Vs>
-Kernel pick_v(int v, int warps, std::integer_sequence<int, Vs...>) {
+Kernel pick_v(int v, int warps, int ahead, std::integer_sequence<int, Vs...>) {
     Kernel k = nullptr;
     bool done = false;
-    ((!done && Vs >= v ? (k = pick_w<Codec, L, Vs, R, 0, kFloatX, kG>(warps), done = true) : false), ...);
+    ((!done && Vs >= v ? (k = pick_w<Codec, L, Vs, R, 0, kFloatX, kG>(warps, ahead), done = true) : false), ...);
     return k;
 }
 
 // Nibbles, two rows a lane group: 8 pieces a lane and row in registers, and up to kStaged more
 // staged in shared memory.
 template <class Codec, int L, bool kFloatX, Groups kG>
-Kernel pick_two_rows(int v, int warps) {
+Kernel pick_two_rows(int v, int warps, int ahead) {
     constexpr int kV = kMaxPiecesPerLane / 2;
-    if (v <= kV) return pick_v<Codec, L, 2, kFloatX, kG>(v, warps, typename Codec::Vs{});
-    return v <= kV + kStaged ? pick_w<Codec, L, kV, 2, kStaged, kFloatX, kG>(warps) : nullptr;
+    if (v <= kV) return pick_v<Codec, L, 2, kFloatX, kG>(v, warps, ahead, typename Codec::Vs{});
+    return v <= kV + kStaged ? pick_w<Codec, L, kV, 2, kStaged, kFloatX, kG>(warps, ahead) : nullptr;
 }
 
 template <class Codec, bool kFloatX, Groups kG>
-Kernel pick(int lanes, int rows, int v, int warps) {
+Kernel pick(int lanes, int rows, int v, int warps, int ahead) {
     using Vs = typename Codec::Vs;
     if constexpr (Codec::kPieces == 1) {  // tern2: one row a lane group, 4-32 lanes
         if (rows != 1) return nullptr;
         switch (lanes) {
-            case 4: return pick_v<Codec, 4, 1, kFloatX, kG>(v, warps, Vs{});
-            case 8: return pick_v<Codec, 8, 1, kFloatX, kG>(v, warps, Vs{});
-            case 16: return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, Vs{});
-            case 32: return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, Vs{});
+            case 4: return pick_v<Codec, 4, 1, kFloatX, kG>(v, warps, ahead, Vs{});
+            case 8: return pick_v<Codec, 8, 1, kFloatX, kG>(v, warps, ahead, Vs{});
+            case 16: return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, ahead, Vs{});
+            case 32: return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
             default: return nullptr;
         }
     } else {  // nibbles: 16 or 32 lanes, one or two rows
-        if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, Vs{});
-        if (lanes == 16 && rows == 2) return pick_two_rows<Codec, 16, kFloatX, kG>(v, warps);
-        if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, Vs{});
-        if (lanes == 32 && rows == 2) return pick_two_rows<Codec, 32, kFloatX, kG>(v, warps);
+        if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, ahead, Vs{});
+        if (lanes == 16 && rows == 2) return pick_two_rows<Codec, 16, kFloatX, kG>(v, warps, ahead);
+        if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
+        if (lanes == 32 && rows == 2) return pick_two_rows<Codec, 32, kFloatX, kG>(v, warps, ahead);
         return nullptr;
     }
+}
+
+// The D a launch runs with (0: every piece requested before the products): where the blocks an SM
+// holds at once request more than kAheadBytes of weights a lane's pieces are requested
+// kAheadMore pieces ahead of its products (more than kAheadMore pieces a lane and row), else
+// kAheadFew ahead (more than kAheadFew), else 0; int8-x nibble kernels only. The SM's memory
+// system holds only so many requests: a warp whose loads wait to issue cannot start on the
+// pieces that have arrived, so with every piece requested first the products all ran after the
+// last bytes came. On the H100 (session 28, bt2, groups of 64, us, D = 0 / 2 / 4; KB requested an
+// SM): 4096 x 14336 (16 pieces a row, 223 KB) 15.45-15.47 / 13.58-13.60 / 13.51-13.55; 4096 x
+// 11008 (11, 175 KB) 11.55-11.56 / 10.74-10.80 / 10.58-10.59; 14336 x 4096 (4, 115 KB) 12.48 /
+// 11.89-11.92 / -; 11008 x 4096 (4, 115 KB) 10.05-10.06 / 9.85-9.88 / -; below: 2560 x 6912 (7,
+// 79 KB) 5.13-5.20 / 7.21-7.22 / 6.60-6.61, 6912 x 2560 (3, 80 KB) 4.51-4.52 / 4.65-4.66 /
+// 4.51-4.53, 4096 x 4096 (4, 64 KB) 4.51-4.52 / 5.28-5.29 / 4.52-4.53.
+inline int ahead(int64_t requested_per_sm, int pieces_per_lane) {
+    if (requested_per_sm <= kAheadBytes) return 0;
+    return pieces_per_lane > kAheadMore ? kAheadMore : pieces_per_lane > kAheadFew ? kAheadFew : 0;
 }
 
 inline bool aligned16(const void* p) {
@@ -547,13 +595,20 @@ inline int nib4_rows(int64_t k, int lanes) {
 // or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
 // of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups);
 // lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0 picks 1 (tern2) or
-// nib4_rows(k, lanes). Throws trit::Error naming `who`, the shape and Codec::kLaneRule for lanes and
-// rows that cannot hold the row.
+// nib4_rows(k, lanes); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0 every piece first;
+// kAheadFew or kAheadMore; any at least a lane's pieces a row is 0). Throws trit::Error naming
+// `who`, the shape and Codec::kLaneRule for lanes and rows that cannot hold the row, and the values
+// ahead_pieces may take.
 template <class Codec, Groups kG, bool kFloatX>
 void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const int8_t* x, const float* xf,
             int64_t group, bool prefetch, const ProductOut& out, cudaStream_t stream, int lanes_per_row,
-            int rows) {
+            int rows, int ahead_pieces = -1) {
     constexpr bool kTern2 = Codec::kPieces == 1;
+    constexpr bool kAheads = !kFloatX && !kTern2;  // kernels with a D
+    TRIT_CHECK(ahead_pieces == -1 || ahead_pieces == 0 ||
+                   (kAheads && (ahead_pieces == kAheadFew || ahead_pieces == kAheadMore)),
+               who, " (m=1, n=", n, ", k=", k, ", group=", group, "): pieces requested ahead must be -1 (the rule), 0",
+               kAheads ? ", 2 or 4" : "", ", got ", ahead_pieces);
     const int64_t units = k / kUnitCols, pieces = units * Codec::kPieces;
     if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
     if (rows == 0) rows = kTern2 ? 1 : nib4_rows(k, lanes_per_row);
@@ -561,7 +616,7 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
     // pick() has no kernel for other lane counts or rows, nor for more than kMaxPiecesPerLane
     // pieces a lane (tern2: kMaxUnitsPerLane).
-    const Kernel kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps);
+    Kernel kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, 0);
     TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", Codec::kLaneRule, ", got ",
                lanes_per_row, " lanes and ", rows, " rows for ", units, " units");
     Args a{};
@@ -586,6 +641,13 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     const int staged = rows == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
     const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +
                          int64_t{staged} * rows * warps * kWarp * 16;
+    int d = ahead_pieces;
+    if (d < 0 && kAheads) {
+        // The weights the blocks an SM holds at once request (ahead()).
+        const int64_t held = std::min<int64_t>(grid.x, gemv::resident_blocks(who, kern, warps, smem));
+        d = ahead(held * warps * kWarp * rows * v * 16 / gemv::sm_count(), v);
+    }
+    if (d > 0 && d < v) kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, d);
     gemv::allow_smem(who, kern, smem);
     detail::launch_kernel(kern, grid, dim3(warps * kWarp), static_cast<size_t>(smem), stream, true, a);
 }

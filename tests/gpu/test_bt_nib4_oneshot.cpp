@@ -40,10 +40,10 @@ void oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, 
     trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream);
 }
 
-template <int Lanes, int Rows>
+template <int Lanes, int Rows, int Ahead = 0>
 void oneshot_shape(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,
                    cudaStream_t stream) {
-    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream, Lanes, Rows);
+    trit::kernels::bt_nib4_oneshot(w, x, m, group, out, stream, Lanes, Rows, Ahead);
 }
 
 ProductCase bt_case(int depth, int64_t n, int64_t k, int64_t group, uint64_t seed) {
@@ -83,13 +83,15 @@ TEST_F(BtNib4Oneshot, MatchesTheReferenceOverTheShapeTable) {
 TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
     using Launcher = trit::gputest::ProductLauncher;
     struct Shape {
-        int lanes, rows;
+        int lanes, rows, ahead;
         Launcher launch;
     };
-    const std::vector<Shape> shapes = {{16, 1, oneshot_shape<16, 1>},
-                                       {16, 2, oneshot_shape<16, 2>},
-                                       {32, 1, oneshot_shape<32, 1>},
-                                       {32, 2, oneshot_shape<32, 2>}};
+    // Every piece requested first, and (2, 4) the later ones requested ahead of the products.
+    const std::vector<Shape> shapes = {{16, 1, 0, oneshot_shape<16, 1>},     {16, 2, 0, oneshot_shape<16, 2>},
+                                       {32, 1, 0, oneshot_shape<32, 1>},     {32, 2, 0, oneshot_shape<32, 2>},
+                                       {16, 1, 2, oneshot_shape<16, 1, 2>},  {32, 2, 2, oneshot_shape<32, 2, 2>},
+                                       {16, 2, 4, oneshot_shape<16, 2, 4>},  {32, 1, 4, oneshot_shape<32, 1, 4>},
+                                       {32, 2, 4, oneshot_shape<32, 2, 4>}};
     uint64_t seed = 5100;
     for (const Shape& sh : shapes) {
         // Rows of two blocks and part of a third (4 warps a block).
@@ -102,8 +104,8 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
                 const int64_t units = pieces / 2;
                 for (const int64_t group_units : {units, int64_t{1}, int64_t{3}}) {
                     const ProductCase c = bt_case(2, n, 64 * units, 64 * group_units, ++seed);
-                    SCOPED_TRACE("lanes " + std::to_string(sh.lanes) + ", rows " + std::to_string(sh.rows) + ", " +
-                                 trit::gputest::describe(c));
+                    SCOPED_TRACE("lanes " + std::to_string(sh.lanes) + ", rows " + std::to_string(sh.rows) +
+                                 ", ahead " + std::to_string(sh.ahead) + ", " + trit::gputest::describe(c));
                     trit::gputest::check_product_case(c, sh.launch);
                     if (::testing::Test::HasFailure()) return;
                 }
@@ -308,6 +310,24 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
                                             "most 16 pieces of 32 columns a lane and row"));
             EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) +
                                             " rows for " + std::to_string(c.k / 64) + " units"));
+        }
+    }
+}
+
+TEST(BtNib4OneshotContract, RejectsAPiecesAheadCountItHasNoKernelFor) {
+    alignas(16) static uint8_t bytes[64], nib[64];
+    alignas(16) static int8_t x[64];
+    int32_t acc[64];
+    ProductOut out;
+    out.acc = acc;
+    for (const int ahead : {-2, 1, 3, 8}) {
+        try {
+            trit::kernels::bt_nib4_oneshot(bt(2, 4, 64, bytes, nib), x, 1, 64, out, nullptr, 0, 0, ahead);
+            ADD_FAILURE() << "expected trit::Error for ahead = " << ahead;
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("bt_nib4_oneshot (m=1, n=4, k=64, group=64): pieces requested ahead must "
+                                            "be -1 (the rule), 0, 2 or 4, got " +
+                                            std::to_string(ahead)));
         }
     }
 }

@@ -420,7 +420,9 @@ bool stream_takes(const PackedWeights& w, int64_t m, int64_t group) {
 // TRIT_ONESHOT=0. On the H100 (session 27, bt2, group 64, us, one-shot against streaming):
 // 14336 x 4096 12.29-12.30 vs 18.21-18.28, 4096 x 14336 17.29-17.49 vs 21.10-21.18, 11008 x 4096
 // 9.97-10.04 vs 15.34-15.46, 128256 x 4096 (beyond L2) 98.14 vs 115.54; below 6912 x 2560 the
-// one-shot kernel ran already (session 26: 768 x 768 1.70 vs 3.19).
+// one-shot kernel ran already (session 26: 768 x 768 1.70 vs 3.19). Session 28 (staged pieces,
+// pieces requested ahead): 14336 x 4096 11.15-11.16, 4096 x 14336 13.57-13.62, 11008 x 4096
+// 9.63-9.67, 128256 x 4096 98.93.
 constexpr int64_t kOneshotMaxWeights = std::numeric_limits<int64_t>::max();
 
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {

@@ -25,9 +25,12 @@
 //     per row, run by the rows of a block side by side; the first version passed every term to
 //     the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x 14336 17.98
 //     us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
-// Several groups: the scale of group g is copied early (cp.async) to the row's entries by the lane
-// holding the first piece of the group's last unit, and costs no registers. One group: the row's
-// scale is loaded early into a register. From float x (kFloatX), every block first reduces x's
+// Several groups: the scale of group g is requested early by the lane holding the first piece of
+// the group's last unit, into a register, or, in the 16-piece and staged kernels (kCopiesScales),
+// copied (cp.async) to the row's entries, where the finishing thread multiplies. One group: the
+// row's scale is loaded early into a register. Where the blocks an SM holds request many weights
+// (ahead()), a lane requests only its first D pieces early and each later one D ahead of its
+// products. From float x (kFloatX), every block first reduces x's
 // absmax and writes its int8 codes to shared memory with act_int8_quantize's arithmetic
 // (act_int8.cuh), and uses that scale in the epilogue.
 #pragma once
@@ -218,11 +221,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         if constexpr (kG == Groups::kUnit) return u;
         return (u + 1) % a.unit_groups == 0 || u + 1 == a.units ? u / a.unit_groups : -1;
     };
-    // Every row's weights first (registers, then the staged pieces, zeros past the rows and the
-    // row's pieces), then the scales (several groups: copied to the rows' entries) and biases.
-    // Requests piece v of the R rows: to registers (v < V), or a staged piece to shared memory as a
-    // commit group of its own, empty past the row's pieces, so that the products wait for each
-    // staged piece alone.
+    // Requests piece v of row r to registers (zeros past the rows and the row's pieces).
     auto request_row = [&](int v, int r) {
         const int p = sub + v * L;
         const int64_t j = block_row + local0 + r;
@@ -230,6 +229,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         const uint8_t* row = a.codes + (ok ? j : 0) * row_bytes;
         wv[r][v < V ? v : 0] = ok && p < a.pieces ? tern2dev::load_weights(row + int64_t{p} * 16) : make_uint4(0, 0, 0, 0);
     };
+    // Requests piece v of the R rows: to registers (v < V), or a staged piece to shared memory as a
+    // commit group of its own, empty past the row's pieces, so that the products wait for each
+    // staged piece alone.
     auto request = [&](int v) {
         const int p = sub + v * L;
         if (v < V) {
@@ -249,7 +251,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         }
     };
     // The pieces requested before the products: all of them (D = 0), or the first D, the others
-    // D pieces ahead of the products. Every row's register pieces first, then the staged ones.
+    // D pieces ahead of the products. Every row's register pieces first, then the staged ones,
+    // then the scales (several groups: copied to the rows' entries, or to registers) and biases.
     constexpr int kFirst = D == 0 || D > kV ? kV : D;
     auto load = [&] {
 #pragma unroll
@@ -458,8 +461,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
 using Kernel = void (*)(Args);
 
 // kWideWarps kernels exist for float x with at most kWideMaxK columns a row.
-// `ahead` (0, or kAheads' for the nibble int8-x kernels of more than `ahead` pieces a lane and row):
-// the kernel's D.
+// `ahead` is the kernel's D: 0, or (nibble int8-x kernels of more than that many pieces a lane and
+// row) kAheadFew or kAheadMore; nullptr for any other.
 template <class Codec, int L, int V, int R, int S, bool kFloatX, Groups kG>
 Kernel pick_w(int warps, int ahead) {
     if constexpr (V * R > kMaxPiecesPerLane) {

@@ -531,11 +531,11 @@ Kernel pick(int lanes, int rows, int v, int warps, int ahead) {
 // system holds only so many requests: a warp whose loads wait to issue cannot start on the
 // pieces that have arrived, so with every piece requested first the products all ran after the
 // last bytes came. On the H100 (session 28, bt2, groups of 64, us, D = 0 / 2 / 4; KB requested an
-// SM): 4096 x 14336 (16 pieces a row, 223 KB) 15.45-15.47 / 13.58-13.60 / 13.51-13.55; 4096 x
-// 11008 (11, 175 KB) 11.55-11.56 / 10.74-10.80 / 10.58-10.59; 14336 x 4096 (4, 115 KB) 12.48 /
-// 11.89-11.92 / -; 11008 x 4096 (4, 115 KB) 10.05-10.06 / 9.85-9.88 / -; below: 2560 x 6912 (7,
-// 79 KB) 5.13-5.20 / 7.21-7.22 / 6.60-6.61, 6912 x 2560 (3, 80 KB) 4.51-4.52 / 4.65-4.66 /
-// 4.51-4.53, 4096 x 4096 (4, 64 KB) 4.51-4.52 / 5.28-5.29 / 4.52-4.53.
+// SM, 1024 bytes): 4096 x 14336 (14 pieces a row, 217 KB) 15.45-15.47 / 13.58-13.60 / 13.51-13.55;
+// 4096 x 11008 (11, 171 KB) 11.55-11.56 / 10.74-10.80 / 10.58-10.59; 14336 x 4096 (4, 112 KB)
+// 12.48 / 11.89-11.92 / -; 11008 x 4096 (4, 112 KB) 10.05-10.06 / 9.85-9.88 / -; below: 6912 x
+// 2560 (3, 79 KB) 4.51-4.52 / 4.65-4.66 / 4.51-4.53, 2560 x 6912 (7, 68 KB) 5.13-5.20 / 7.21-7.22
+// / 6.60-6.61, 4096 x 4096 (4, 62 KB) 4.51-4.52 / 5.28-5.29 / 4.52-4.53.
 inline int ahead(int64_t requested_per_sm, int pieces_per_lane) {
     if (requested_per_sm <= kAheadBytes) return 0;
     return pieces_per_lane > kAheadMore ? kAheadMore : pieces_per_lane > kAheadFew ? kAheadFew : 0;

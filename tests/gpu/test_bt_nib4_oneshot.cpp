@@ -24,10 +24,12 @@
 #include "kernels/product.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/product_check.h"
+#include "tests/support/error_of.h"
 
 namespace {
 
 using ::testing::HasSubstr;
+using trit::testing::expect_error;
 using trit::gputest::ProductCase;
 using trit::kernels::Format;
 using trit::kernels::PackedWeights;
@@ -302,15 +304,16 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
                                            {16, 1, 16384},
                                            {16, 2, 16384},
                                            {16, 2, 8256}}) {
-        try {
-            trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
-            ADD_FAILURE() << "expected trit::Error for " << c.lanes << " lanes, " << c.rows << " rows, k = " << c.k;
-        } catch (const trit::Error& e) {
-            EXPECT_THAT(e.what(), HasSubstr("lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at "
-                                            "most 16 pieces of 32 columns a lane and row"));
-            EXPECT_THAT(e.what(), HasSubstr("got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) +
-                                            " rows for " + std::to_string(c.k / 64) + " units"));
-        }
+        SCOPED_TRACE(std::to_string(c.lanes) + " lanes, " + std::to_string(c.rows) + " rows, k = " +
+                     std::to_string(c.k));
+        expect_error(
+            [&] {
+                trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
+            },
+            {"lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at most 16 pieces of 32 columns a "
+             "lane and row",
+             "got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) + " rows for " +
+                 std::to_string(c.k / 64) + " units"});
     }
 }
 
@@ -321,14 +324,10 @@ TEST(BtNib4OneshotContract, RejectsAPiecesAheadCountItHasNoKernelFor) {
     ProductOut out;
     out.acc = acc;
     for (const int ahead : {-2, 1, 3, 8}) {
-        try {
-            trit::kernels::bt_nib4_oneshot(bt(2, 4, 64, bytes, nib), x, 1, 64, out, nullptr, 0, 0, ahead);
-            ADD_FAILURE() << "expected trit::Error for ahead = " << ahead;
-        } catch (const trit::Error& e) {
-            EXPECT_THAT(e.what(), HasSubstr("bt_nib4_oneshot (m=1, n=4, k=64, group=64): pieces requested ahead must "
-                                            "be -1 (the rule), 0, 2 or 4, got " +
-                                            std::to_string(ahead)));
-        }
+        expect_error([&] { trit::kernels::bt_nib4_oneshot(bt(2, 4, 64, bytes, nib), x, 1, 64, out, nullptr, 0, 0, ahead); },
+                     {"bt_nib4_oneshot (m=1, n=4, k=64, group=64): pieces requested ahead must be -1 (the rule), 0, 2 "
+                      "or 4, got " +
+                      std::to_string(ahead)});
     }
 }
 

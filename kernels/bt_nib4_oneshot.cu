@@ -30,8 +30,8 @@ int bt_nib4_oneshot_lanes(int64_t k) {
     return oneshot::nib4_lanes(k);
 }
 
-int bt_nib4_oneshot_rows(int64_t k) {
-    return oneshot::nib4_rows(k, oneshot::nib4_lanes(k));
+int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms) {
+    return oneshot::nib4_rows(n, k, oneshot::nib4_lanes(k), float_x, sms);
 }
 
 namespace {

@@ -129,8 +129,8 @@ struct Nib4Codec {
     // Pieces a lane holds per row: the kernel for the next of these (its extra pieces are not read).
     using Vs = std::integer_sequence<int, 1, 2, 4, 8, 16>;
     static constexpr const char* kLaneRule =
-        "lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at most 16 pieces of 32 columns a "
-        "lane and row";
+        "lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces of 32 columns a "
+        "lane and row (4 with four rows)";
     struct X {
         uint32_t w[8];
         int offset;
@@ -174,13 +174,18 @@ constexpr int kAheadMore = 4;
 constexpr int64_t kAheadBytes = 96 * 1024;
 
 // Several groups: the kernels that copy the groups' scales to shared memory (cp.async, no
-// registers) rather than load them to registers: those that stage pieces or hold 16 a lane. On
-// the H100 (session 28, bt2, groups of 64, us, registers / copied): 2560 x 6912 (16 pieces, 128
-// registers) 5.71 / 5.28-5.31; with fewer pieces the copies cost more than the registers they
-// free: 768 x 768 1.60 / 1.64-1.66, 2560 x 2560 3.02 / 3.21, 4096 x 4096 4.26-4.31 / 4.55-4.56,
-// 14336 x 4096 12.29-12.31 / 12.81-12.83.
-template <int V, int R, int S>
-constexpr bool kCopiesScales = S > 0 || V * R >= kMaxPiecesPerLane;
+// registers) rather than load them to registers: those that stage pieces, and the int8-x kernels
+// of four rows and 4 pieces a lane and row. On the H100 (bt2, groups of 64, us, copied /
+// registers): four rows (session 29) 2560 x 2560 2.61-2.62 / 2.96, 768 x 3072 2.09 / 2.35, the
+// shapes four rows are picked for (nib4_rows); from float x the registers won, 2560 x 2560
+// 4.80-4.81 / 4.57-4.58, 11008 x 4096 14.53-14.57 / 12.14-12.16. Two rows of 8 pieces (session
+// 29): registers 4096 x 8192 8.72-8.73 / 7.96-7.97, 8192 x 8192 16.80 / 14.84-14.87, 6912 x 5120
+// 9.32 / 9.20-9.25, 1024 x 8192 4.46 / 4.42, against 2560 x 6912 5.29 / 5.57-5.58 and 2560 x
+// 5120 4.32-4.33 / 4.38-4.40, and behind the quantizer registers won on four shapes of six. With
+// fewer pieces the copies cost more than the registers they free (session 28, two rows, registers /
+// copied: 768 x 768 1.60 / 1.64-1.66, 2560 x 2560 3.02 / 3.21, 4096 x 4096 4.26-4.31 / 4.55-4.56).
+template <int V, int R, int S, bool kFloatX>
+constexpr bool kCopiesScales = S > 0 || (!kFloatX && R == 4 && V * R >= kMaxPiecesPerLane);
 
 template <class Codec, int L, int V, int R, int S, int D, bool kFloatX, Groups kG, int W>
 __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) kernel(const Args a) {
@@ -197,7 +202,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     constexpr bool kGroups = kG != Groups::kOne;
     // Several groups: the scales copied to shared memory by cp.async where registers are scarce
     // (kCopiesScales), else loaded to registers.
-    constexpr bool kCopy = kGroups && kCopiesScales<V, R, S>;
+    constexpr bool kCopy = kGroups && kCopiesScales<V, R, S, kFloatX>;
     const int t = static_cast<int>(threadIdx.x), lane = t % kWarp, sub = lane % L;
     const int local0 = t / L * R;  // the lane group's first row in the block
     const int64_t block_row = int64_t{blockIdx.x} * kRows;
@@ -515,11 +520,13 @@ Kernel pick(int lanes, int rows, int v, int warps, int ahead) {
             case 32: return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
             default: return nullptr;
         }
-    } else {  // nibbles: 16 or 32 lanes, one or two rows
+    } else {  // nibbles: 16 or 32 lanes, one, two or four rows
         if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 16 && rows == 2) return pick_two_rows<Codec, 16, kFloatX, kG>(v, warps, ahead);
+        if (lanes == 16 && rows == 4) return pick_v<Codec, 16, 4, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 32 && rows == 2) return pick_two_rows<Codec, 32, kFloatX, kG>(v, warps, ahead);
+        if (lanes == 32 && rows == 4) return pick_v<Codec, 32, 4, kFloatX, kG>(v, warps, ahead, Vs{});
         return nullptr;
     }
 }
@@ -580,25 +587,48 @@ void check_from_float(const char* who, const PackedWeights& w, const float* x, i
     TRIT_CHECK(no.empty(), who, " (m=1, n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
 }
 
-// Nibbles: 32 lanes a row, or 16 when the row has at most 16 pieces (k <= 512), and two rows a
-// lane group where a lane then holds at most 8 pieces a row in registers and 8 more in shared
-// memory (every k up to 16384 at 32 lanes). On the H100
+// Nibbles: 32 lanes a row, or 16 when the row has at most 16 pieces (k <= 512). On the H100
 // (session 27, bench/lab/gemv_bounds.cu nib, groups of 64, us, 16 lanes / 32 lanes / 32 lanes and
 // two rows): 768 x 768 1.69 / 1.53 / 1.50, 3072 x 768 2.07 / 2.05 / 1.86, 2560 x 2560 3.26 / 3.02 /
-// 2.98, 4096 x 4096 5.63 / 4.68 / 4.62, 14336 x 4096 13.79 / 12.38 / 11.77; four rows gained on
-// some shapes and lost on others (4096 x 4096 4.92).
+// 2.98, 4096 x 4096 5.63 / 4.68 / 4.62, 14336 x 4096 13.79 / 12.38 / 11.77.
 inline int nib4_lanes(int64_t k) {
     return k / (kUnitCols / 2) > 16 ? 32 : 16;
 }
-inline int nib4_rows(int64_t k, int lanes) {
-    return formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes}) <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
+
+// Four rows a lane group (int8 x) where the nibbles are at most this many bytes an SM.
+constexpr int64_t kFourRowsBytes = 32 * 1024;
+
+// Rows a lane group for n x k over `lanes` lanes on `sms` SMs, x int8 or (float_x) float: four
+// where a lane then holds at most 4 pieces a row and
+//   - int8 x: the nibbles are at most kFourRowsBytes an SM: x read once for four rows, and half
+//     the blocks' barriers and chains, while the SMs' memory systems are not yet crowded;
+//   - float x: blocks of two rows would outnumber the SMs: every block quantizes x itself, and
+//     four rows halve those passes;
+// else two (a lane then holds at most 8 pieces a row in registers and 8 more in shared memory:
+// every k up to 16384 at 32 lanes), or one past that. On the H100 (session 29, bt2, groups of
+// 64, us, two rows / four rows; int8 x: KB an SM): 768 x 3072 (9 KB) 2.48 / 2.09, 2560 x 2560 (25
+// KB) 3.02-3.06 / 2.61-2.63, 1024 x 1024 (4 KB) 1.62-1.66 / 1.57-1.59, 3072 x 768 2.03-2.04 /
+// 2.01-2.03, 768 x 768 1.60-1.63 / 1.60-1.62; past it 4096 x 4096 (64 KB) 4.29-4.32 / 4.72-4.73,
+// 6912 x 2560 (67 KB) 4.47-4.49 / 4.64, 14336 x 4096 11.14-11.21 / 12.94-12.97. From float x:
+// 2560 x 2560 5.04-5.05 / 4.57-4.58, 3072 x 768 (8 warps) 2.79-2.81 / 2.66, 4096 x 4096
+// 7.13-7.15 / 6.56-6.57, 6912 x 2560 6.32-6.34 / 6.06, 14336 x 4096 14.39-14.45 / 14.27-14.35;
+// with fewer two-row blocks than SMs, 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024 2.71-2.73 /
+// 2.75, 768 x 768 2.42-2.44 / 2.42-2.43.
+inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
+    const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
+    if (v <= kMaxPiecesPerLane / 4) {
+        const int warps = float_x && k <= kWideMaxK ? kWideWarps : kWarps;
+        const int64_t two_row_blocks = formats::ceil_div(n, int64_t{warps} * (kWarp / lanes) * 2);
+        if (float_x ? two_row_blocks > sms : n * (k / 2) <= kFourRowsBytes * sms) return 4;
+    }
+    return v <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
 // or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
 // of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups);
 // lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0 picks 1 (tern2) or
-// nib4_rows(k, lanes); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0 every piece first;
+// nib4_rows(n, k, lanes, kFloatX, SMs); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0 every piece first;
 // kAheadFew or kAheadMore; any at least a lane's pieces a row is 0). Throws trit::Error naming
 // `who`, the shape and Codec::kLaneRule for lanes and rows that cannot hold the row, and the values
 // ahead_pieces may take.
@@ -614,7 +644,7 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
                kAheads ? ", 2 or 4" : "", ", got ", ahead_pieces);
     const int64_t units = k / kUnitCols, pieces = units * Codec::kPieces;
     if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
-    if (rows == 0) rows = kTern2 ? 1 : nib4_rows(k, lanes_per_row);
+    if (rows == 0) rows = kTern2 ? 1 : nib4_rows(n, k, lanes_per_row, kFloatX, gemv::sm_count());
     const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
     const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
     // pick() has no kernel for other lane counts or rows, nor for more than kMaxPiecesPerLane

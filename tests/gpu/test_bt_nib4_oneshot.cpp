@@ -2,7 +2,7 @@
 // and fused epilogue bit-exact against the CPU references (computed from the bt bytes) over a
 // shape table (d = 1, 2; n = 1, odd, fewer rows than a block covers, tens of thousands of rows;
 // k from one unit to the 16384 limit; one group, groups of 64, 128, 192, 4096 and a partial last
-// group), every lane group (16 or 32 lanes, one or two rows) with every piece count per lane
+// group), every lane group (16 or 32 lanes, one, two or four rows) with every piece count per lane
 // (full and partial last lanes, one and several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
 // dispatch (bt_gemv runs it for one token on small matrices when the nibbles are there); its
 // contract rules on the host. From float x (bt_nib4_oneshot_from_float, product_from_float): y bit
@@ -93,12 +93,13 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
                                        {32, 1, 0, oneshot_shape<32, 1>},     {32, 2, 0, oneshot_shape<32, 2>},
                                        {16, 1, 2, oneshot_shape<16, 1, 2>},  {32, 2, 2, oneshot_shape<32, 2, 2>},
                                        {16, 2, 4, oneshot_shape<16, 2, 4>},  {32, 1, 4, oneshot_shape<32, 1, 4>},
-                                       {32, 2, 4, oneshot_shape<32, 2, 4>}};
+                                       {32, 2, 4, oneshot_shape<32, 2, 4>},  {16, 4, 0, oneshot_shape<16, 4>},
+                                       {32, 4, 0, oneshot_shape<32, 4>},     {32, 4, 2, oneshot_shape<32, 4, 2>}};
     uint64_t seed = 5100;
     for (const Shape& sh : shapes) {
         // Rows of two blocks and part of a third (4 warps a block).
         const int64_t n = 2 * 4 * (32 / sh.lanes) * sh.rows + 3;
-        for (int v = 1; v <= 16; ++v) {
+        for (int v = 1; v <= (sh.rows == 4 ? 4 : 16); ++v) {
             // Every lane with v pieces (32 columns each), and only the first two lanes with v (the
             // others v - 1); one group, and groups of one unit, of three (a group spans lanes and
             // ends inside a lane's run). Two rows over 8 pieces: the rest staged in shared memory.
@@ -177,6 +178,9 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
         {2, 1, 64, 64, -1.0f, 1.0f, true},         {2, 14336, 4096, 64, -2.0f, 2.0f, true},
         {1, 5, 16384, 16384, -1.0f, 1.0f, false},  // k > 4096: the quantizer, then the one-shot kernel
         {2, 300, 1024, 256, -4.0f, 4.0f, true},    // groups of four units, 8-warp blocks (k <= 1024)
+        // Four rows a lane group on a GPU of up to 312 SMs (nib4_rows; also 3072 x 768 and 14336 x 4096
+        // up to 192 and 1792): groups of four units and 3 pieces a lane and row, one group and 8-warp blocks.
+        {2, 2500, 2560, 256, -1.0f, 1.0f, true},   {1, 5000, 1024, 1024, -1.0f, 1.0f, true},
     };
     uint64_t seed = 5400;
     for (const Shape& sh : shapes) {
@@ -204,17 +208,35 @@ TEST_F(BtNib4Oneshot, FromFloatXANonFiniteRowGivesNaN) {
     }
 }
 
-TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoRowsWhereTheyFit) {
+TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     using trit::kernels::bt_nib4_oneshot_lanes;
     using trit::kernels::bt_nib4_oneshot_rows;
     EXPECT_EQ(bt_nib4_oneshot_lanes(64), 16);  // 2 pieces
     EXPECT_EQ(bt_nib4_oneshot_lanes(512), 16);  // 16 pieces
     EXPECT_EQ(bt_nib4_oneshot_lanes(576), 32);
     EXPECT_EQ(bt_nib4_oneshot_lanes(16384), 32);
-    EXPECT_EQ(bt_nib4_oneshot_rows(768), 2);    // 1 piece a lane and row
-    EXPECT_EQ(bt_nib4_oneshot_rows(8192), 2);   // 8 pieces a lane and row
-    EXPECT_EQ(bt_nib4_oneshot_rows(8256), 2);   // 9: 8 in registers, 1 staged in shared memory
-    EXPECT_EQ(bt_nib4_oneshot_rows(16384), 2);  // 16: 8 and 8
+    constexpr int kSms = 132;
+    // int8 x: four rows up to 4 pieces a lane and row and 32 KB of nibbles an SM (4224 KB here).
+    EXPECT_EQ(bt_nib4_oneshot_rows(3072, 768, false, kSms), 4);    // 1 piece a lane and row
+    EXPECT_EQ(bt_nib4_oneshot_rows(2560, 2560, false, kSms), 4);   // 3 pieces, 3200 KB
+    EXPECT_EQ(bt_nib4_oneshot_rows(2112, 4096, false, kSms), 4);   // 4 pieces, 4224 KB
+    EXPECT_EQ(bt_nib4_oneshot_rows(2113, 4096, false, kSms), 2);   // 2 KB more
+    EXPECT_EQ(bt_nib4_oneshot_rows(4096, 4096, false, 2 * kSms), 4);
+    EXPECT_EQ(bt_nib4_oneshot_rows(64, 4160, false, kSms), 2);     // 5 pieces
+    EXPECT_EQ(bt_nib4_oneshot_rows(6912, 2560, false, kSms), 2);
+    EXPECT_EQ(bt_nib4_oneshot_rows(768, 8192, false, kSms), 2);    // 8 pieces a lane and row
+    EXPECT_EQ(bt_nib4_oneshot_rows(768, 8256, false, kSms), 2);    // 9: 8 in registers, 1 staged in shared memory
+    EXPECT_EQ(bt_nib4_oneshot_rows(768, 16384, false, kSms), 2);   // 16: 8 and 8
+    // float x: four rows up to 4 pieces where blocks of two rows (8 a block; 16 with k <= 1024)
+    // outnumber the SMs.
+    EXPECT_EQ(bt_nib4_oneshot_rows(2560, 2560, true, kSms), 4);
+    EXPECT_EQ(bt_nib4_oneshot_rows(14336, 4096, true, kSms), 4);
+    EXPECT_EQ(bt_nib4_oneshot_rows(1064, 3072, true, kSms), 4);    // 133 blocks
+    EXPECT_EQ(bt_nib4_oneshot_rows(1056, 3072, true, kSms), 2);    // 132
+    EXPECT_EQ(bt_nib4_oneshot_rows(3072, 768, true, kSms), 4);     // 192 blocks of 16 rows
+    EXPECT_EQ(bt_nib4_oneshot_rows(2112, 1024, true, kSms), 2);    // 132 blocks of 16 rows
+    EXPECT_EQ(bt_nib4_oneshot_rows(768, 768, true, kSms), 2);
+    EXPECT_EQ(bt_nib4_oneshot_rows(6912, 4160, true, kSms), 2);    // 5 pieces
 }
 
 void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {
@@ -292,14 +314,18 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
         int lanes, rows;
         int64_t k;
     };
-    // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1 and 2, more than
-    // 16 pieces a lane and row (16384 columns over 16 lanes, one or two rows; 8256 over 16 lanes).
+    // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1, 2 and 4, more than
+    // 16 pieces a lane and row (16384 columns over 16 lanes, one or two rows; 8256 over 16 lanes),
+    // more than 4 with four rows (4160 columns over 32 lanes, 2112 over 16: 5 pieces).
     for (const Case& c : std::vector<Case>{{4, 1, 256},
                                            {8, 1, 256},
                                            {3, 1, 256},
                                            {64, 1, 256},
                                            {-1, 1, 256},
                                            {32, 3, 256},
+                                           {32, 8, 256},
+                                           {32, 4, 4160},
+                                           {16, 4, 2112},
                                            {32, -1, 256},
                                            {16, 1, 16384},
                                            {16, 2, 16384},
@@ -310,8 +336,8 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
             [&] {
                 trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
             },
-            {"lanes per row must be 16 or 32 and rows per lane group 1 or 2, with at most 16 pieces of 32 columns a "
-             "lane and row",
+            {"lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces of 32 columns "
+             "a lane and row (4 with four rows)",
              "got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) + " rows for " +
                  std::to_string(c.k / 64) + " units"});
     }

@@ -74,7 +74,7 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
 // Lanes per row and rows per lane group the launcher picks for n x k on a GPU of `sms` SMs, x int8
 // or (float_x) float: 32 lanes (16 for k <= 512); four rows where a lane then holds at most 4
 // pieces a row and (int8 x) the nibbles are at most 32 KB an SM, or (float x) blocks of two rows
-// would outnumber the SMs, else two (every k the contract takes: a lane then holds at most 16
+// would outnumber the SMs and the nibbles are at most 256 KB an SM, else two (every k the contract takes: a lane then holds at most 16
 // pieces a row). The measurements behind them: kernels/gemv_oneshot.cuh, nib4_rows().
 int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms);

@@ -417,34 +417,25 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         if (!finisher) return;
         const uint32_t* e = entries + t * a.stride;
         const float* scale = reinterpret_cast<const float*>(e + a.scale_at);
-        if constexpr (kG == Groups::kUnit && !kCopy) {
-            // The terms: four a load (rows start 16-byte aligned), four loads in flight.
-            const float4* e4 = reinterpret_cast<const float4*>(e);
-            float y = 0.0f;
-            int u = 0;
-#pragma unroll 4
-            for (; u + 4 <= a.units; u += 4) {
-                const float4 q = e4[u / 4];
-                y = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(y, q.x), q.y), q.z), q.w);
-            }
-            for (; u < a.units; ++u) y = __fadd_rn(y, __uint_as_float(e[u]));
-            a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
-        } else if constexpr (kG == Groups::kUnit) {
-            // The sums and their scales, four of each a load (rows and scales start 16-byte aligned).
-            const int4* e4 = reinterpret_cast<const int4*>(e);
+        if constexpr (kG == Groups::kUnit) {
+            // Unit u's term w_scale[u] * float(sum): written by its lane (scales in registers), or
+            // formed here from the unit's sum and its copied scale (epilogue_add's arithmetic); four
+            // units a load (rows and scales start 16-byte aligned), four loads in flight.
+            auto term = [&](uint32_t entry, float w) {
+                return kCopy ? __fmul_rn(w, __int2float_rn(static_cast<int>(entry))) : __uint_as_float(entry);
+            };
+            const uint4* e4 = reinterpret_cast<const uint4*>(e);
             const float4* s4 = reinterpret_cast<const float4*>(scale);
             float y = 0.0f;
             int u = 0;
 #pragma unroll 4
             for (; u + 4 <= a.units; u += 4) {
-                const int4 q = e4[u / 4];
-                const float4 w = s4[u / 4];
-                y = detail::epilogue_add(detail::epilogue_add(detail::epilogue_add(detail::epilogue_add(y, w.x, q.x),
-                                                                                   w.y, q.y),
-                                                              w.z, q.z),
-                                         w.w, q.w);
+                const uint4 q = e4[u / 4];
+                const float4 w = kCopy ? s4[u / 4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                y = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(y, term(q.x, w.x)), term(q.y, w.y)), term(q.z, w.z)),
+                              term(q.w, w.w));
             }
-            for (; u < a.units; ++u) y = detail::epilogue_add(y, scale[u], static_cast<int>(e[u]));
+            for (; u < a.units; ++u) y = __fadd_rn(y, term(e[u], kCopy ? scale[u] : 0.0f));
             a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
         } else {
             int32_t* acc = y_out ? nullptr : a.out.acc + fin_j * a.groups;
@@ -595,15 +586,18 @@ inline int nib4_lanes(int64_t k) {
     return k / (kUnitCols / 2) > 16 ? 32 : 16;
 }
 
-// Four rows a lane group (int8 x) where the nibbles are at most this many bytes an SM.
+// Four rows a lane group where the nibbles are at most this many bytes an SM: int8 x, and float x
+// (an SM's register file: past it the blocks run in waves, and the four-row kernels hold fewer
+// blocks an SM).
 constexpr int64_t kFourRowsBytes = 32 * 1024;
+constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
 
 // Rows a lane group for n x k over `lanes` lanes on `sms` SMs, x int8 or (float_x) float: four
 // where a lane then holds at most 4 pieces a row and
 //   - int8 x: the nibbles are at most kFourRowsBytes an SM: x read once for four rows, and half
 //     the blocks' barriers and chains, while the SMs' memory systems are not yet crowded;
-//   - float x: blocks of two rows would outnumber the SMs: every block quantizes x itself, and
-//     four rows halve those passes;
+//   - float x: blocks of two rows would outnumber the SMs, and the nibbles are at most
+//     kFourRowsFloatBytes an SM: every block quantizes x itself, and four rows halve those passes;
 // else two (a lane then holds at most 8 pieces a row in registers and 8 more in shared memory:
 // every k up to 16384 at 32 lanes), or one past that. On the H100 (session 29, bt2, groups of
 // 64, us, two rows / four rows; int8 x: KB an SM): 768 x 3072 (9 KB) 2.48 / 2.09, 2560 x 2560 (25
@@ -611,15 +605,18 @@ constexpr int64_t kFourRowsBytes = 32 * 1024;
 // 2.01-2.03, 768 x 768 1.60-1.63 / 1.60-1.62; past it 4096 x 4096 (64 KB) 4.29-4.32 / 4.72-4.73,
 // 6912 x 2560 (67 KB) 4.47-4.49 / 4.64, 14336 x 4096 11.14-11.21 / 12.94-12.97. From float x:
 // 2560 x 2560 5.04-5.05 / 4.57-4.58, 3072 x 768 (8 warps) 2.79-2.81 / 2.66, 4096 x 4096
-// 7.13-7.15 / 6.56-6.57, 6912 x 2560 6.32-6.34 / 6.06, 14336 x 4096 14.39-14.45 / 14.27-14.35;
-// with fewer two-row blocks than SMs, 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024 2.71-2.73 /
-// 2.75, 768 x 768 2.42-2.44 / 2.42-2.43.
+// 7.13-7.15 / 6.56-6.57, 6912 x 2560 6.32-6.34 / 6.06, 14336 x 4096 (222 KB an SM) 14.39-14.45 /
+// 14.27-14.35; with fewer two-row blocks than SMs, 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024
+// 2.71-2.73 / 2.75, 768 x 768 2.42-2.44 / 2.42-2.43; past the register file, 128256 x 4096 (1990
+// KB an SM) 104.70 / 111.84.
 inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
     const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
     if (v <= kMaxPiecesPerLane / 4) {
         const int warps = float_x && k <= kWideMaxK ? kWideWarps : kWarps;
         const int64_t two_row_blocks = formats::ceil_div(n, int64_t{warps} * (kWarp / lanes) * 2);
-        if (float_x ? two_row_blocks > sms : n * (k / 2) <= kFourRowsBytes * sms) return 4;
+        const int64_t bytes = n * (k / 2);
+        if (float_x ? two_row_blocks > sms && bytes <= kFourRowsFloatBytes * sms : bytes <= kFourRowsBytes * sms)
+            return 4;
     }
     return v <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
 }
@@ -675,13 +672,19 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +
                          int64_t{staged} * rows * warps * kWarp * 16;
     int d = ahead_pieces;
+    bool allowed = false;  // gemv::allow_smem done for kern
     if (d < 0 && kAheads) {
-        // The weights the blocks an SM holds at once request (ahead()).
+        // The weights the blocks an SM holds at once request (ahead()); resident_blocks allows kern's
+        // shared memory.
         const int64_t held = std::min<int64_t>(grid.x, gemv::resident_blocks(who, kern, warps, smem));
+        allowed = true;
         d = ahead(held * warps * kWarp * rows * v * 16 / gemv::sm_count(), v);
     }
-    if (d > 0 && d < v) kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, d);
-    gemv::allow_smem(who, kern, smem);
+    if (d > 0 && d < v) {
+        kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, d);
+        allowed = false;
+    }
+    if (!allowed) gemv::allow_smem(who, kern, smem);
     detail::launch_kernel(kern, grid, dim3(warps * kWarp), static_cast<size_t>(smem), stream, true, a);
 }
 

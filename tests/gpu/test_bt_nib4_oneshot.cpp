@@ -228,7 +228,7 @@ TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     EXPECT_EQ(bt_nib4_oneshot_rows(768, 8256, false, kSms), 2);    // 9: 8 in registers, 1 staged in shared memory
     EXPECT_EQ(bt_nib4_oneshot_rows(768, 16384, false, kSms), 2);   // 16: 8 and 8
     // float x: four rows up to 4 pieces where blocks of two rows (8 a block; 16 with k <= 1024)
-    // outnumber the SMs.
+    // outnumber the SMs and the nibbles are at most 256 KB an SM (33792 KB here).
     EXPECT_EQ(bt_nib4_oneshot_rows(2560, 2560, true, kSms), 4);
     EXPECT_EQ(bt_nib4_oneshot_rows(14336, 4096, true, kSms), 4);
     EXPECT_EQ(bt_nib4_oneshot_rows(1064, 3072, true, kSms), 4);    // 133 blocks
@@ -237,6 +237,9 @@ TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     EXPECT_EQ(bt_nib4_oneshot_rows(2112, 1024, true, kSms), 2);    // 132 blocks of 16 rows
     EXPECT_EQ(bt_nib4_oneshot_rows(768, 768, true, kSms), 2);
     EXPECT_EQ(bt_nib4_oneshot_rows(6912, 4160, true, kSms), 2);    // 5 pieces
+    EXPECT_EQ(bt_nib4_oneshot_rows(16896, 4096, true, kSms), 4);   // 256 KB of nibbles an SM
+    EXPECT_EQ(bt_nib4_oneshot_rows(16897, 4096, true, kSms), 2);
+    EXPECT_EQ(bt_nib4_oneshot_rows(128256, 4096, true, kSms), 2);
 }
 
 void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const std::string& rule) {

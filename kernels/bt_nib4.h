@@ -59,8 +59,7 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 // kernels/tern2_gemv_oneshot.h, with the nibble decode): a lane group of 16 or 32 lanes takes one,
 // two or four rows, each lane holding at most 16 pieces of 32 columns (16 bytes) a row: all of them
 // in registers for one row, up to 8 a row for two and the rest copied to shared memory (cp.async),
-// at most 4 a row for four,
-// the group's loads reading its rows' pieces in a row; every load issued before the PDL wait, no
+// at most 4 a row for four; the group's loads reading its rows' pieces in a row; every load issued before the PDL wait, no
 // tile loop; x read once per piece for the group's rows; for several scale groups, one thread per
 // row adds the row's unit terms (or int32 sums) in column order from shared memory. Its rules:
 //   - bt weights of depth 1 or 2 with their nibbles (PackedWeights::dense);
@@ -74,16 +73,18 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
 // Lanes per row and rows per lane group the launcher picks for n x k on a GPU of `sms` SMs, x int8
 // or (float_x) float: 32 lanes (16 for k <= 512); four rows where a lane then holds at most 4
 // pieces a row and (int8 x) the nibbles are at most 32 KB an SM, or (float x) blocks of two rows
-// would outnumber the SMs and the nibbles are at most 256 KB an SM, else two (every k the contract takes: a lane then holds at most 16
-// pieces a row). The measurements behind them: kernels/gemv_oneshot.cuh, nib4_rows().
+// would outnumber the SMs and the nibbles are at most 256 KB an SM (KB: 1024 bytes); else two
+// (every k the contract takes: a lane then holds at most 16 pieces a row). The measurements
+// behind them: kernels/gemv_oneshot.cuh, nib4_rows().
 int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms);
 
 // Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group
-// (0: bt_nib4_oneshot_rows(n, k, false, the GPU's SMs)), a lane requesting its first `ahead` pieces a row before its
-// products and each later one `ahead` pieces ahead of them: 0 all of them first, 2 or 4 (at least
-// a lane's pieces: all first), -1 the launcher's rule (2 or 4 where the blocks an SM holds at once
-// request more than 96 KB of weights, else 0; kernels/gemv_oneshot.cuh, ahead()). Throws
+// (0: bt_nib4_oneshot_rows(n, k, false, the GPU's SMs)), a lane requesting its first `ahead`
+// pieces a row before its products and each later one `ahead` pieces ahead of them: 0 all of
+// them first, 2 or 4 (at least a lane's pieces: all first), -1 the launcher's rule (2 or 4 where
+// the blocks an SM holds at once request more than 96 KB of weights, else 0;
+// kernels/gemv_oneshot.cuh, ahead()). Throws
 // trit::Error naming m, n, k, group and the rule when the contract rejects the call, the lanes and
 // rows cannot hold a row, or `ahead` is none of these.
 void bt_nib4_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, const ProductOut& out,

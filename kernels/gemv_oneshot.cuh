@@ -179,11 +179,12 @@ constexpr int64_t kAheadBytes = 96 * 1024;
 // registers): four rows (session 29) 2560 x 2560 2.61-2.62 / 2.96, 768 x 3072 2.09 / 2.35, the
 // shapes four rows are picked for (nib4_rows); from float x the registers won, 2560 x 2560
 // 4.80-4.81 / 4.57-4.58, 11008 x 4096 14.53-14.57 / 12.14-12.16. Two rows of 8 pieces (session
-// 29): registers 4096 x 8192 8.72-8.73 / 7.96-7.97, 8192 x 8192 16.80 / 14.84-14.87, 6912 x 5120
-// 9.32 / 9.20-9.25, 1024 x 8192 4.46 / 4.42, against 2560 x 6912 5.29 / 5.57-5.58 and 2560 x
-// 5120 4.32-4.33 / 4.38-4.40, and behind the quantizer registers won on four shapes of six. With
-// fewer pieces the copies cost more than the registers they free (session 28, two rows, registers /
-// copied: 768 x 768 1.60 / 1.64-1.66, 2560 x 2560 3.02 / 3.21, 4096 x 4096 4.26-4.31 / 4.55-4.56).
+// 29): the registers won on 4096 x 8192 8.72-8.73 / 7.96-7.97, 8192 x 8192 16.80 / 14.84-14.87,
+// 6912 x 5120 9.32 / 9.20-9.25 and 1024 x 8192 4.46 / 4.42, lost on 2560 x 6912 5.29 / 5.57-5.58
+// and 2560 x 5120 4.32-4.33 / 4.38-4.40, and behind the quantizer won on four shapes of six. With
+// fewer pieces the copies cost more than the registers they free (session 28, two rows,
+// registers / copied: 768 x 768 1.60 / 1.64-1.66, 2560 x 2560 3.02 / 3.21, 4096 x 4096 4.26-4.31
+// / 4.55-4.56).
 template <int V, int R, int S, bool kFloatX>
 constexpr bool kCopiesScales = S > 0 || (!kFloatX && R == 4 && V * R >= kMaxPiecesPerLane);
 
@@ -600,15 +601,15 @@ constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
 //     kFourRowsFloatBytes an SM: every block quantizes x itself, and four rows halve those passes;
 // else two (a lane then holds at most 8 pieces a row in registers and 8 more in shared memory:
 // every k up to 16384 at 32 lanes), or one past that. On the H100 (session 29, bt2, groups of
-// 64, us, two rows / four rows; int8 x: KB an SM): 768 x 3072 (9 KB) 2.48 / 2.09, 2560 x 2560 (25
-// KB) 3.02-3.06 / 2.61-2.63, 1024 x 1024 (4 KB) 1.62-1.66 / 1.57-1.59, 3072 x 768 2.03-2.04 /
-// 2.01-2.03, 768 x 768 1.60-1.63 / 1.60-1.62; past it 4096 x 4096 (64 KB) 4.29-4.32 / 4.72-4.73,
-// 6912 x 2560 (67 KB) 4.47-4.49 / 4.64, 14336 x 4096 11.14-11.21 / 12.94-12.97. From float x:
-// 2560 x 2560 5.04-5.05 / 4.57-4.58, 3072 x 768 (8 warps) 2.79-2.81 / 2.66, 4096 x 4096
-// 7.13-7.15 / 6.56-6.57, 6912 x 2560 6.32-6.34 / 6.06, 14336 x 4096 (222 KB an SM) 14.39-14.45 /
-// 14.27-14.35; with fewer two-row blocks than SMs, 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024
-// 2.71-2.73 / 2.75, 768 x 768 2.42-2.44 / 2.42-2.43; past the register file, 128256 x 4096 (1990
-// KB an SM) 104.70 / 111.84.
+// 64, us, two rows / four rows; KB of nibbles an SM, 1024 bytes). Int8 x: 768 x 3072 (8.7 KB)
+// 2.48 / 2.09, 2560 x 2560 (24.2 KB) 3.02-3.06 / 2.61-2.63, 1024 x 1024 (3.9 KB) 1.62-1.66 /
+// 1.57-1.59, 3072 x 768 (8.7 KB) 2.03-2.04 / 2.01-2.03, 768 x 768 (2.2 KB) 1.60-1.63 / 1.60-1.62;
+// past the limit 4096 x 4096 (62.1 KB) 4.29-4.32 / 4.72-4.73, 6912 x 2560 (65.5 KB) 4.47-4.49 /
+// 4.64, 14336 x 4096 (217 KB) 11.14-11.21 / 12.94-12.97. From float x: 2560 x 2560 5.04-5.05 /
+// 4.57-4.58, 3072 x 768 (8 warps) 2.79-2.81 / 2.66, 4096 x 4096 7.13-7.15 / 6.56-6.57, 6912 x 2560
+// 6.32-6.34 / 6.06, 14336 x 4096 14.39-14.45 / 14.27-14.35; with fewer two-row blocks than SMs,
+// 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024 2.71-2.73 / 2.75, 768 x 768 2.42-2.44 /
+// 2.42-2.43; past the register file, 128256 x 4096 (1943 KB) 104.70 / 111.84.
 inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
     const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
     if (v <= kMaxPiecesPerLane / 4) {
@@ -625,8 +626,8 @@ inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
 // or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
 // of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups);
 // lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0 picks 1 (tern2) or
-// nib4_rows(n, k, lanes, kFloatX, SMs); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0 every piece first;
-// kAheadFew or kAheadMore; any at least a lane's pieces a row is 0). Throws trit::Error naming
+// nib4_rows(n, k, lanes, kFloatX, SMs); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0
+// every piece first; kAheadFew or kAheadMore; any at least a lane's pieces a row is 0). Throws trit::Error naming
 // `who`, the shape and Codec::kLaneRule for lanes and rows that cannot hold the row, and the values
 // ahead_pieces may take.
 template <class Codec, Groups kG, bool kFloatX>

@@ -307,12 +307,18 @@ TEST(BtNib4OneshotContract, FromFloatXNamesItsRules) {
     EXPECT_FALSE(product_from_float_fuses(bt(2, 768, 768, bytes, nib), x, 1, 64, trit::kernels::ProductPath::kGeneric));
 }
 
-TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
+// bt_nib4_oneshot on 4 rows of k columns in host buffers, int32 out: for the rules it checks on the
+// host before any launch.
+void oneshot_on_host(int64_t k, int lanes, int rows, int ahead) {
     alignas(16) static uint8_t bytes[64], nib[64];
     alignas(16) static int8_t x[64];
-    int32_t acc[64];
+    static int32_t acc[64];
     ProductOut out;
     out.acc = acc;
+    trit::kernels::bt_nib4_oneshot(bt(2, 4, k, bytes, nib), x, 1, 64, out, nullptr, lanes, rows, ahead);
+}
+
+TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
     struct Case {
         int lanes, rows;
         int64_t k;
@@ -336,9 +342,7 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
         SCOPED_TRACE(std::to_string(c.lanes) + " lanes, " + std::to_string(c.rows) + " rows, k = " +
                      std::to_string(c.k));
         expect_error(
-            [&] {
-                trit::kernels::bt_nib4_oneshot(bt(2, 4, c.k, bytes, nib), x, 1, 64, out, nullptr, c.lanes, c.rows);
-            },
+            [&] { oneshot_on_host(c.k, c.lanes, c.rows, -1); },
             {"lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces of 32 columns "
              "a lane and row (4 with four rows)",
              "got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) + " rows for " +
@@ -347,13 +351,8 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
 }
 
 TEST(BtNib4OneshotContract, RejectsAPiecesAheadCountItHasNoKernelFor) {
-    alignas(16) static uint8_t bytes[64], nib[64];
-    alignas(16) static int8_t x[64];
-    int32_t acc[64];
-    ProductOut out;
-    out.acc = acc;
     for (const int ahead : {-2, 1, 3, 8}) {
-        expect_error([&] { trit::kernels::bt_nib4_oneshot(bt(2, 4, 64, bytes, nib), x, 1, 64, out, nullptr, 0, 0, ahead); },
+        expect_error([&] { oneshot_on_host(64, 0, 0, ahead); },
                      {"bt_nib4_oneshot (m=1, n=4, k=64, group=64): pieces requested ahead must be -1 (the rule), 0, 2 "
                       "or 4, got " +
                       std::to_string(ahead)});

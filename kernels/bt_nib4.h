@@ -78,6 +78,10 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
 // behind them: kernels/gemv_oneshot.cuh, nib4_rows().
 int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms);
+// Whether the launcher's blocks (its lanes and rows) let the next PDL-launched kernel start after
+// their products rather than before their wait, on `sms` SMs (kernels/gemv_oneshot.cuh,
+// late_launch(): grids of at most 3 blocks an SM, from float x or with at most 4 pieces a lane).
+bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms);
 
 // Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group
 // (0: bt_nib4_oneshot_rows(n, k, false, the GPU's SMs)), a lane requesting its first `ahead`

@@ -34,6 +34,11 @@ int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms) {
     return oneshot::nib4_rows(n, k, oneshot::nib4_lanes(k), float_x, sms);
 }
 
+bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms) {
+    const int lanes = oneshot::nib4_lanes(k);
+    return oneshot::late_launch(false, float_x, n, k, lanes, oneshot::nib4_rows(n, k, lanes, float_x, sms), sms);
+}
+
 namespace {
 
 // Both launchers after their checks: x is int8 codes, or (kFloatX) float quantized in the kernel.

@@ -14,9 +14,10 @@
 // and shared memory in one wave (in registers alone, one row and 16 pieces a lane: 128 registers,
 // 4 blocks of 4 rows an SM, two waves). Every lane requests its pieces, and the scales and bias
 // the epilogue needs, before pdl_wait() when PackedWeights::pdl allows it: the whole matrix is in
-// flight while the previous kernel ends, with no tile loop. After the wait a lane reads the x of
-// its pieces (from L1 / L2, each piece's x requested before the previous piece's products),
-// decodes and multiplies with dp4a, and then:
+// flight while the previous kernel ends, with no tile loop. A block lets the next kernel launch
+// before its wait or, in small grids, after its products (late_launch()). After the wait a lane
+// reads the x of its pieces (from L1 / L2, each piece's x requested before the previous piece's
+// products), decodes and multiplies with dp4a, and then:
 //   - one scale group: the group's lanes add their int32 sums with shuffles (exact in any order);
 //   - several groups: a unit's sum is its P pieces' (adjacent lanes, a shuffle); the lane holding
 //     a unit's first piece writes its int32 sum to shared memory, and after a barrier thread t of
@@ -72,6 +73,11 @@ constexpr int kMaxUnitsPerLane = 8;    // tern2 (one piece a unit)
 constexpr int64_t kMaxK = int64_t{kWarp} * kMaxUnitsPerLane * kUnitCols;  // 16384
 constexpr int64_t kGridThreads = 16384;  // the grid size lanes() aims under
 
+// Warps a block: kWideWarps from float x with k <= kWideMaxK, else kWarps.
+inline int block_warps(bool float_x, int64_t k) {
+    return float_x && k <= kWideMaxK ? kWideWarps : kWarps;
+}
+
 // How a row's int32 sums become its scale groups' sums: one group (the lanes add up), groups of
 // one unit (group = 64: each unit's term w_scale[g] * float(sum) added in order) or groups of
 // several units (the units' int32 sums added per group, then the groups' terms in order).
@@ -90,6 +96,7 @@ struct Args {
                       // first words fall in different banks for 8 rows)
     int scale_at;     // the word of a row's entries where its groups' scales start (a multiple of 4)
     bool prefetch;    // request the weights, scales and bias before pdl_wait()
+    bool late;        // the next kernel launched after the products (late_launch()), else before pdl_wait()
     ProductOut out;
 };
 
@@ -306,7 +313,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         }
     };
     if (a.prefetch) load();
-    detail::pdl_launch_dependents();
+    if (!a.late) detail::pdl_launch_dependents();
     detail::pdl_wait();
     if (!a.prefetch) load();
 
@@ -329,7 +336,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         }
         __syncthreads();
     } else {
-        if (y_out) sx = a.out.x_scale[0];
+        // Read by the threads that write y only: one request a block (several groups: the
+        // finishers, in warp 0) or a lane group.
+        if (y_out && (kGroups ? finisher : sub == 0)) sx = a.out.x_scale[0];
     }
 
     // The int32 sum of each piece and row; x read once per piece for the R rows, the next piece's
@@ -368,6 +377,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
             sum[r][v] = Codec::dot(v < V ? wv[r][v < V ? v : 0] : staged[((v - V) * R + r) * kThreads + t], xq);
     }
 
+    if (a.late) detail::pdl_launch_dependents();  // late_launch()
     if constexpr (!kGroups) {
         // Integer sums are exact in any order: the lane group's L lanes (aligned runs of the warp) add up.
 #pragma unroll
@@ -613,13 +623,46 @@ constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
 inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
     const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
     if (v <= kMaxPiecesPerLane / 4) {
-        const int warps = float_x && k <= kWideMaxK ? kWideWarps : kWarps;
-        const int64_t two_row_blocks = formats::ceil_div(n, int64_t{warps} * (kWarp / lanes) * 2);
+        const int64_t two_row_blocks = formats::ceil_div(n, int64_t{block_warps(float_x, k)} * (kWarp / lanes) * 2);
         const int64_t bytes = n * (k / 2);
         if (float_x ? two_row_blocks > sms && bytes <= kFourRowsFloatBytes * sms : bytes <= kFourRowsBytes * sms)
             return 4;
     }
     return v <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
+}
+
+// Where a block lets the next PDL-launched kernel start (pdl_launch_dependents()): after its
+// products (late), else before its pdl_wait() (early). Early, the next call's blocks take the
+// SMs' free slots at once and request their weights while this call runs, and those requests
+// compete with this call's reads after its wait: its x, and its pieces still in flight. Late, they
+// start as this call's blocks finish their sums, and have its last steps (the chains, the stores,
+// the grid's end) to request their weights in. Late where the grid is at most kLateBlocksPerSm
+// blocks an SM and either x is float (every block then quantizes x itself first, time for its
+// weights to arrive) or a lane holds at most kLatePieces pieces over its rows: 1, 3 or 4 for
+// tern2, whose two-piece lanes measured faster early. On the H100 (session 30, m = 1, us, early /
+// late; blocks an SM of 132). bt2, groups of 64, int8 x: 768 x 768 (4 pieces, 0.4 blocks) 1.57 /
+// 1.45, 3072 x 768 (4, 1.5) 1.96 / 1.75, 4096 x 768 (4, 1.9) 2.05-2.06 / 1.90, 6144 x 768 (4, 2.9)
+// 2.21-2.22 / 2.19; 8192 x 1024 (4, 3.9) 2.57 / 2.77; 768 x 3072 (12) 2.04 / 2.49-2.50, 2560 x 2560
+// (12) 2.60 / 3.17-3.18, 4096 x 4096 (8, 3.9) 4.28-4.29 / 5.03-5.04, 1536 x 1536 (8) 1.94-1.95 /
+// 2.00; against the rule, 1024 x 8192 (16, 1.0) 4.25-4.27 / 3.99. From float x: 768 x 3072 4.43-4.44
+// / 3.65-3.66, 2560 x 2560 (1.2) 4.57-4.59 / 4.38, 4096 x 4096 (1.9) 6.63-6.66 / 6.49-6.50;
+// 6912 x 2560 (3.3) 6.07-6.10 / 6.66-6.67, 14336 x 4096 (6.8) 14.32-14.33 / 16.32-16.37. tern2,
+// int8 x: 3072 x 768 (3 pieces) 2.21-2.22 / 1.91-1.92, 768 x 3072 (3) 2.41-2.42 / 1.98-1.99, 768 x
+// 768 (1) 1.52 / 1.45-1.46; 1536 x 768 (2) 1.68 / 1.81, 768 x 1536 (2) 1.69-1.70 / 1.76; from
+// float x late wherever measured (768 x 3072 4.22-4.25 / 3.45-3.48).
+constexpr int64_t kLateBlocksPerSm = 3;
+constexpr int64_t kLatePieces = 4;
+inline bool late_launch(bool tern2, bool float_x, int64_t pieces_per_lane, int64_t blocks, int sms) {
+    if (blocks > kLateBlocksPerSm * sms) return false;
+    return float_x || (pieces_per_lane <= kLatePieces && !(tern2 && pieces_per_lane == 2));
+}
+
+// late_launch() for n x k over `lanes` lanes a row and `rows` rows a lane group.
+inline bool late_launch(bool tern2, bool float_x, int64_t n, int64_t k, int lanes, int rows, int sms) {
+    const int64_t pieces = k / kUnitCols * (tern2 ? 1 : 2);
+    const int64_t rows_per_block = int64_t{block_warps(float_x, k)} * (kWarp / lanes) * rows;
+    return late_launch(tern2, float_x, formats::ceil_div(pieces, int64_t{lanes}) * rows,
+                       formats::ceil_div(n, rows_per_block), sms);
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
@@ -642,14 +685,17 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
                kAheads ? ", 2 or 4" : "", ", got ", ahead_pieces);
     const int64_t units = k / kUnitCols, pieces = units * Codec::kPieces;
     if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
-    if (rows == 0) rows = kTern2 ? 1 : nib4_rows(n, k, lanes_per_row, kFloatX, gemv::sm_count());
+    int sms = 0;  // queried after the checks unless the rows rule needs it
+    if (rows == 0 && kTern2) rows = 1;
+    if (rows == 0) rows = nib4_rows(n, k, lanes_per_row, kFloatX, sms = gemv::sm_count());
     const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
-    const int warps = kFloatX && k <= kWideMaxK ? kWideWarps : kWarps;
+    const int warps = block_warps(kFloatX, k);
     // pick() has no kernel for other lane counts or rows, nor for more than kMaxPiecesPerLane
     // pieces a lane (tern2: kMaxUnitsPerLane).
     Kernel kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, 0);
     TRIT_CHECK(kern != nullptr, who, " (m=1, n=", n, ", k=", k, ", group=", group, "): ", Codec::kLaneRule, ", got ",
                lanes_per_row, " lanes and ", rows, " rows for ", units, " units");
+    if (sms == 0) sms = gemv::sm_count();
     Args a{};
     a.codes = codes;
     a.x = x;
@@ -668,6 +714,7 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     a.out = out;
     const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row) * rows;
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
+    a.late = late_launch(kTern2, kFloatX, int64_t{v} * rows, grid.x, sms);
     // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a lane).
     const int staged = rows == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
     const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +
@@ -679,7 +726,7 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
         // shared memory.
         const int64_t held = std::min<int64_t>(grid.x, gemv::resident_blocks(who, kern, warps, smem));
         allowed = true;
-        d = ahead(held * warps * kWarp * rows * v * 16 / gemv::sm_count(), v);
+        d = ahead(held * warps * kWarp * rows * v * 16 / sms, v);
     }
     if (d > 0 && d < v) {
         kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, d);

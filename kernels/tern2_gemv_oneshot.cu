@@ -34,6 +34,10 @@ int tern2_gemv_oneshot_lanes(int64_t n, int64_t k) {
     return oneshot::lanes(n, k);
 }
 
+bool tern2_gemv_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms) {
+    return oneshot::late_launch(true, float_x, n, k, oneshot::lanes(n, k), 1, sms);
+}
+
 void tern2_gemv_oneshot(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                         const ProductOut& out, cudaStream_t stream, int lanes) {
     check_product("tern2_gemv_oneshot", w, x, m, group, out);

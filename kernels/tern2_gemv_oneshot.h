@@ -36,6 +36,10 @@ std::string tern2_gemv_oneshot_rejects(const PackedWeights& w, const int8_t* x, 
 // Lanes per row the launcher picks for (n, k): 4, 8, 16 or 32, the most that keep the grid at
 // <= 16384 threads (measured fastest, tern2_gemv_oneshot.cu), else the fewest that hold a row.
 int tern2_gemv_oneshot_lanes(int64_t n, int64_t k);
+// Whether the launcher's blocks (tern2_gemv_oneshot_lanes) let the next PDL-launched kernel start
+// after their products rather than before their wait, on `sms` SMs (kernels/gemv_oneshot.cuh,
+// late_launch(): grids of at most 3 blocks an SM, from float x or with 1, 3 or 4 units a lane).
+bool tern2_gemv_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms);
 
 // Runs it with `lanes` lanes per row (0: tern2_gemv_oneshot_lanes(n, k); otherwise 4, 8, 16 or 32
 // with ceil(k / 64 / lanes) <= 8 units a lane). Throws trit::Error naming m, n, k, group and the

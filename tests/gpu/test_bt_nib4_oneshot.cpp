@@ -208,6 +208,28 @@ TEST_F(BtNib4Oneshot, FromFloatXANonFiniteRowGivesNaN) {
     }
 }
 
+TEST(BtNib4OneshotContract, LetsTheNextKernelStartAfterTheProductsOnlyForSmallGrids) {
+    using trit::kernels::bt_nib4_oneshot_launches_late;
+    constexpr int kSms = 132;  // late: at most 396 blocks and, from int8 x, at most 4 pieces a lane
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(768, 768, false, kSms));     // 4 rows of 1 piece, 48 blocks
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(3072, 768, false, kSms));    // 192 blocks
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(6336, 768, false, kSms));    // 396 blocks
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(6352, 768, false, kSms));   // 397 blocks
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(6352, 768, false, 2 * kSms));
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(768, 1536, false, kSms));   // 4 rows of 2 pieces
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(768, 3072, false, kSms));
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(2560, 2560, false, kSms));
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(16384, 1024, false, kSms));  // 2 rows of 1 piece, 2048 blocks
+    // float x: any pieces, at most 396 blocks (16 rows a block; 32 with k <= 1024)
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(768, 3072, true, kSms));
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(4096, 4096, true, kSms));    // 256 blocks
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(6336, 2560, true, kSms));    // 396
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(6352, 2560, true, kSms));   // 397
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(6912, 2560, true, kSms));
+    EXPECT_TRUE(bt_nib4_oneshot_launches_late(12672, 768, true, kSms));    // 396 blocks of 32 rows
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(12704, 768, true, kSms));
+}
+
 TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     using trit::kernels::bt_nib4_oneshot_lanes;
     using trit::kernels::bt_nib4_oneshot_rows;

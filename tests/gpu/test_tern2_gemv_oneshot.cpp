@@ -179,6 +179,21 @@ TEST(Tern2GemvOneshotContract, PicksTheMostLanesThatKeepTheGridSmall) {
     EXPECT_EQ(tern2_gemv_oneshot_lanes(20000, 1024), 4);   //   that hold the row
 }
 
+TEST(Tern2GemvOneshotContract, LetsTheNextKernelStartAfterTheProductsOnlyForSmallGrids) {
+    using trit::kernels::tern2_gemv_oneshot_launches_late;
+    constexpr int kSms = 132;  // late: at most 396 blocks and, from int8 x, 1, 3 or 4 units a lane
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(768, 768, false, kSms));    // 1 unit, 96 blocks
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(3072, 768, false, kSms));   // 3 units (4 lanes)
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(768, 3072, false, kSms));   // 3 units (16 lanes)
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(512, 8192, false, kSms));   // 4 units, 128 blocks
+    EXPECT_FALSE(tern2_gemv_oneshot_launches_late(512, 10240, false, kSms));  // 5 units
+    EXPECT_FALSE(tern2_gemv_oneshot_launches_late(1536, 768, false, kSms));  // 2 units
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(1536, 768, true, kSms));    // from float x
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(12672, 1024, false, kSms));   // 4 units, 396 blocks
+    EXPECT_FALSE(tern2_gemv_oneshot_launches_late(12704, 1024, false, kSms));  // 397 blocks
+    EXPECT_TRUE(tern2_gemv_oneshot_launches_late(12704, 1024, false, 2 * kSms));
+}
+
 PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {
     return trit::gputest::tern2_weights(n, k, a);
 }

@@ -137,6 +137,18 @@ inline int sm_count() {
     return sms;
 }
 
+// The SMs of the current device, or 0 where the process sees none: the dispatch rules that depend
+// on the SMs are then asked on a host without a GPU (the contract tests), where nothing launches.
+inline int sm_count_or_zero() {
+    static const bool any = [] {
+        int devices = 0;
+        const bool ok = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+        if (!ok) (void)cudaGetLastError();
+        return ok;
+    }();
+    return any ? sm_count() : 0;
+}
+
 // Blocks of `warps` warps and `smem` bytes of dynamic shared memory the device holds at once (its
 // SMs times the blocks an SM holds). Gives the kernel `smem` bytes (allow_smem). The queries run
 // once per kernel, device, warps and shared memory size: a GEMV takes a few microseconds, the

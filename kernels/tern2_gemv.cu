@@ -28,6 +28,7 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
 #include "kernels/tern2_gemm.h"
@@ -233,15 +234,26 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 }
 
 // The one-shot kernel runs the m = 1 calls with one scale group on matrices of at most
-// 3072 x 768 weights. On the H100 (session 25, us, against the kernel that ran before it):
-// 768 x 768 1.70 vs 2.33 (skinny), 1024 x 1024 1.91 vs 2.35, 3072 x 768 2.27 vs 2.72, 768 x 3072
-// 2.40 vs 2.61; above that it lost: 2560 x 2560 3.32 vs 3.12, 4096 x 4096 5.69 vs 4.41,
-// 14336 x 4096 10.88 vs 8.41 (its x reads, k bytes per row from L1 / L2, and a grid too large to
-// share the SMs with the next call).
+// 3072 x 768 weights, and on larger ones where its blocks let the next call launch after their
+// products (tern2_gemv_oneshot_launches_late: at most 3 blocks an SM, 1, 3 or 4 units a lane).
+// On the H100: session 25, us, against the kernel that ran before it, 768 x 768 1.70 vs 2.33
+// (skinny), 1024 x 1024 1.91 vs 2.35, 3072 x 768 2.27 vs 2.72, 768 x 3072 2.40 vs 2.61. Session 30,
+// one-shot (TRIT_ONESHOT=1) against skinny, late: 4096 x 768 2.00-2.01 vs 2.79, 6144 x 768 2.30 vs
+// 2.86-2.88, 8192 x 1024 2.94 vs 3.30, 4096 x 1024 2.39 vs 2.94-2.95, 3072 x 1024 2.26-2.27 vs
+// 2.69-2.71, 2048 x 2048 2.47-2.48 vs 2.90-2.91, 1024 x 4096 2.52-2.59 vs 2.98-3.01, 768 x 4096
+// 2.38-2.45 vs 2.83, 1024 x 3072 2.09 vs 2.73; early (5 or more units a lane), it lost: 2560 x 2560
+// 4.34-4.36 vs 3.10, 2048 x 4096 4.81-4.82 vs 3.18-3.19, 4096 x 2048 3.95 vs 3.05-3.06, 4096 x 4096
+// 7.90-7.91 vs 4.42-4.43, 6912 x 2560 6.93 vs 4.63-4.66.
 constexpr int64_t kOneshotMaxWeights = int64_t{3072} * 768;
 
+bool oneshot_measured(const PackedWeights& w, bool float_x) {
+    return w.n * w.k <= kOneshotMaxWeights ||
+           tern2_gemv_oneshot_launches_late(w.n, w.k, float_x, gemv::sm_count_or_zero());
+}
+
 bool oneshot_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, tern2_gemv_oneshot_rejects(w, x, m, group).empty());
+    const bool takes = tern2_gemv_oneshot_rejects(w, x, m, group).empty();
+    return detail::policy_runs(detail::oneshot_policy(), takes && oneshot_measured(w, false), takes);
 }
 
 bool dp4a_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
@@ -270,19 +282,22 @@ const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t 
 
 namespace {
 
-// From float x the one-shot kernel, which quantizes x itself, runs where the one-shot product runs
-// (up to 3072 x 768 weights). On the H100 (m = 1, us, quantizer + product): session 26, 2560 x 2560
-// 4.88-4.89 fused against 5.39-5.41 (quantizer, then skinny), so fusing ran up to there; session 27,
-// since the one-shot kernel reads x a piece ahead and sums R rows' pieces apart, 2560 x 2560 fused
-// 5.60-5.66 against 5.47 (TRIT_FUSE=0), and 1024 x 1024 2.37 against 3.67; larger shapes lost in
-// session 26 (4096 x 4096 9.24-9.34 vs 6.58-6.68, 6912 x 2560 8.51-8.58 vs 6.78).
-constexpr int64_t kFuseMaxWeights = kOneshotMaxWeights;
+// From float x the one-shot kernel, which quantizes x itself, runs up to 3072 x 768 weights, and
+// for k <= 4096 where its blocks let the next call launch after their products (from float x: at
+// most 3 blocks an SM). On the H100 (m = 1, us, quantizer + product): session 27, 1024 x 1024
+// fused 2.37 against 3.67; session 30, fused (TRIT_ONESHOT=1) against the quantizer and then
+// skinny, late: 2560 x 2560 4.40-4.41 vs 5.46-5.48, 4096 x 4096 6.37 vs 6.71-6.78, 4096 x 2048
+// 3.71-3.72 vs 5.26, 2048 x 4096 4.54 vs 5.56-5.60, 4096 x 768 2.50 vs 4.67-4.69, 8192 x 1024 3.17 vs
+// 5.38-5.39; lost: 6912 x 2560 (early) 9.58-9.59 vs 6.85-6.89, 2560 x 6912 (late, k = 6912: every
+// block quantizes x's 6912 columns) 8.60-8.63 vs 7.78-7.81 (the dp4a kernel).
+constexpr int64_t kFuseMaxK = 4096;
 
 }  // namespace
 
 bool tern2_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, int64_t group) {
     const bool takes = tern2_gemv_oneshot_rejects(w, reinterpret_cast<const int8_t*>(x), m, group).empty();
-    return detail::fuse_runs(detail::oneshot_runs(w.n * w.k, kFuseMaxWeights, takes), takes);
+    const bool fused = takes && (w.n * w.k <= kOneshotMaxWeights || (w.k <= kFuseMaxK && oneshot_measured(w, true)));
+    return detail::fuse_runs(detail::policy_runs(detail::oneshot_policy(), fused, takes), takes);
 }
 
 void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -89,7 +89,7 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 512, codes), x, 3, 256), "mma");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4096, codes), x, 1, 4096), "oneshot");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4160, codes), x, 1, 4160), "oneshot");
-    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(1024, 4096, codes), x, 1, 4096), "skinny");
+    EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(2048, 4096, codes), x, 1, 4096), "skinny");  // 8 units a lane
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(1024, 4160, codes), x, 1, 4160), "dp4a");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4160, codes), x, 2, 4160), "skinny");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32768, codes), x, 1, 32768), "mma");

@@ -101,12 +101,28 @@ TEST_F(Tern2GemvOneshot, TheGemvPathRunsItForOneTokenAndOneScaleGroup) {
     EXPECT_STREQ(tern2_gemv_variant(w, x, 1, 768), "oneshot");
     EXPECT_STREQ(tern2_gemv_variant(w, x, 1, 256), "dp4a");  // several scale groups
     EXPECT_STRNE(tern2_gemv_variant(w, x, 2, 768), "oneshot");
-    // Above 3072 x 768 weights the other kernels measured faster.
-    EXPECT_STREQ(tern2_gemv_variant(trit::gputest::tern2_weights(2560, 2560, codes), x, 1, 2560), "skinny");
-    EXPECT_STREQ(tern2_gemv_variant(trit::gputest::tern2_weights(3073, 768, codes), x, 1, 768), "skinny");
-    const ProductCase c = tern2_case(3072, 768, 768, 11);
-    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kAuto);
-    trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
+    // Above 3072 x 768 weights only where its blocks let the next call launch after their products
+    // (at most 3 blocks an SM, 1, 3 or 4 units a lane; from float x any units, k <= 4096); the
+    // other kernels measured faster elsewhere.
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    ASSERT_GE(sms, 43) << "the expectations below hold from 43 SMs (128 blocks)";
+    const auto tern2 = [&](int64_t n, int64_t k) { return trit::gputest::tern2_weights(n, k, codes); };
+    const auto* xf = reinterpret_cast<const float*>(x);
+    EXPECT_STREQ(tern2_gemv_variant(tern2(3073, 768), x, 1, 768), "oneshot");    // 3 units a lane, 97 blocks
+    EXPECT_STREQ(tern2_gemv_variant(tern2(1024, 4096), x, 1, 4096), "oneshot");  // 4 units, 128 blocks
+    EXPECT_STREQ(tern2_gemv_variant(tern2(2560, 2560), x, 1, 2560), "skinny");   // 5 units
+    EXPECT_STREQ(tern2_gemv_variant(tern2(2048, 4096), x, 1, 4096), "skinny");   // 8 units
+    EXPECT_TRUE(trit::kernels::tern2_gemv_takes_float_x(tern2(2048, 4096), xf, 1, 4096));  // 128 blocks
+    EXPECT_FALSE(trit::kernels::tern2_gemv_takes_float_x(tern2(1024, 4160), xf, 1, 4160));  // k > 4096
+    if (sms < 144) {  // 432 blocks
+        EXPECT_FALSE(trit::kernels::tern2_gemv_takes_float_x(tern2(6912, 2560), xf, 1, 2560));
+    }
+    for (const ProductCase& c :
+         {tern2_case(3072, 768, 768, 11), tern2_case(4096, 768, 768, 12), tern2_case(1024, 4096, 4096, 13)}) {
+        trit::gputest::check_product_case(c, trit::kernels::ProductPath::kAuto);
+        trit::gputest::check_product_case(c, trit::kernels::ProductPath::kGemv);
+    }
 }
 
 // A tern2 float-x case: random codes, x in [lo, hi], per-row scales and biases.

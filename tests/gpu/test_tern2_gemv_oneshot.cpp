@@ -160,9 +160,14 @@ TEST_F(Tern2GemvOneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
 }
 
 TEST_F(Tern2GemvOneshot, FromFloatXUnfusedAboveTheFusedSizeGivesTheSameBits) {
-    // Above 3072 x 768 weights the quantizer runs, then the skinny kernel: the same y as the CPU
-    // references.
-    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2560, 2560}, {2600, 2560}}) {
+    // Where the fused kernel does not run (above 3072 x 768 weights: k > 4096, or more than 3
+    // blocks an SM) the quantizer runs, then the product (2560 x 6912: the dp4a kernel; 6912 x
+    // 2560, 432 blocks: skinny): the same y as the CPU references.
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    std::vector<std::pair<int64_t, int64_t>> shapes = {{2560, 6912}};
+    if (sms < 144) shapes.emplace_back(6912, 2560);
+    for (const auto& [n, k] : shapes) {
         const trit::gputest::FromFloatCase c = tern2_from_float(n, k, -2.0f, 2.0f, 41 + n);
         bool fused = true;
         const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
@@ -284,12 +289,14 @@ TEST(Tern2GemvOneshotContract, FromFloatXNamesItsRules) {
                  "product_from_float (tern2, m=1, n=4, k=256, group=256): y only");
     expect_error([&] { trit::kernels::product_from_float(tern2(4, 256, codes), x, 1, 256, out, nullptr, sx, nullptr); },
                  "x, q and x_scale must be non-null");
-    // Which calls fuse: the one-shot contract, up to 3072 x 768 weights.
+    // Which calls fuse: the one-shot contract, up to 3072 x 768 weights, and for k <= 4096 where its
+    // blocks let the next call launch after their products (the GPU's SMs; none on a host without
+    // one: TheGemvPathRunsItForOneTokenAndOneScaleGroup checks those on the GPU).
     using trit::kernels::product_from_float_fuses;
     EXPECT_TRUE(product_from_float_fuses(tern2(3072, 768, codes), x, 1, 768));
     EXPECT_TRUE(product_from_float_fuses(tern2(1024, 1024, codes), x, 1, 1024));
-    EXPECT_FALSE(product_from_float_fuses(tern2(2560, 2560, codes), x, 1, 2560));
-    EXPECT_FALSE(product_from_float_fuses(tern2(2600, 2560, codes), x, 1, 2560));
+    EXPECT_FALSE(product_from_float_fuses(tern2(2560, 6912, codes), x, 1, 6912));  // k > 4096
+    EXPECT_FALSE(product_from_float_fuses(tern2(2600, 4160, codes), x, 1, 4160));
     EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 1, 64));  // several scale groups
     EXPECT_FALSE(product_from_float_fuses(tern2(768, 768, codes), x, 2, 768));
 }

@@ -657,8 +657,10 @@ inline bool late_launch(bool tern2, bool float_x, int64_t pieces_per_lane, int64
     return float_x || (pieces_per_lane <= kLatePieces && !(tern2 && pieces_per_lane == 2));
 }
 
-// late_launch() for n x k over `lanes` lanes a row and `rows` rows a lane group.
+// late_launch() for n x k over `lanes` lanes a row and `rows` rows a lane group (false where no
+// lanes hold a row: k past the kernel's).
 inline bool late_launch(bool tern2, bool float_x, int64_t n, int64_t k, int lanes, int rows, int sms) {
+    if (lanes <= 0 || rows <= 0) return false;
     const int64_t pieces = k / kUnitCols * (tern2 ? 1 : 2);
     const int64_t rows_per_block = int64_t{block_warps(float_x, k)} * (kWarp / lanes) * rows;
     return late_launch(tern2, float_x, formats::ceil_div(pieces, int64_t{lanes}) * rows,

@@ -213,6 +213,7 @@ TEST(Tern2GemvOneshotContract, LetsTheNextKernelStartAfterTheProductsOnlyForSmal
     EXPECT_TRUE(tern2_gemv_oneshot_launches_late(12672, 1024, false, kSms));   // 4 units, 396 blocks
     EXPECT_FALSE(tern2_gemv_oneshot_launches_late(12704, 1024, false, kSms));  // 397 blocks
     EXPECT_TRUE(tern2_gemv_oneshot_launches_late(12704, 1024, false, 2 * kSms));
+    EXPECT_FALSE(tern2_gemv_oneshot_launches_late(4, 32768, false, kSms));  // no lanes hold the row
 }
 
 PackedWeights tern2(int64_t n, int64_t k, const uint8_t* a) {

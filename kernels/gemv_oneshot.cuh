@@ -78,6 +78,11 @@ inline int block_warps(bool float_x, int64_t k) {
     return float_x && k <= kWideMaxK ? kWideWarps : kWarps;
 }
 
+// Rows a block: its warps' lane groups of `lanes` lanes, `rows` rows each.
+inline int64_t block_rows(bool float_x, int64_t k, int lanes, int rows) {
+    return int64_t{block_warps(float_x, k)} * (kWarp / lanes) * rows;
+}
+
 // How a row's int32 sums become its scale groups' sums: one group (the lanes add up), groups of
 // one unit (group = 64: each unit's term w_scale[g] * float(sum) added in order) or groups of
 // several units (the units' int32 sums added per group, then the groups' terms in order).
@@ -623,7 +628,7 @@ constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
 inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
     const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
     if (v <= kMaxPiecesPerLane / 4) {
-        const int64_t two_row_blocks = formats::ceil_div(n, int64_t{block_warps(float_x, k)} * (kWarp / lanes) * 2);
+        const int64_t two_row_blocks = formats::ceil_div(n, block_rows(float_x, k, lanes, 2));
         const int64_t bytes = n * (k / 2);
         if (float_x ? two_row_blocks > sms && bytes <= kFourRowsFloatBytes * sms : bytes <= kFourRowsBytes * sms)
             return 4;
@@ -650,21 +655,16 @@ inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
 // int8 x: 3072 x 768 (3 pieces) 2.21-2.22 / 1.91-1.92, 768 x 3072 (3) 2.41-2.42 / 1.98-1.99, 768 x
 // 768 (1) 1.52 / 1.45-1.46; 1536 x 768 (2) 1.68 / 1.81, 768 x 1536 (2) 1.69-1.70 / 1.76; from
 // float x late wherever measured (768 x 3072 4.22-4.25 / 3.45-3.48).
+//
+// For n x k over `lanes` lanes a row and `rows` rows a lane group; false where no lanes hold a
+// row (k past the kernel's).
 constexpr int64_t kLateBlocksPerSm = 3;
 constexpr int64_t kLatePieces = 4;
-inline bool late_launch(bool tern2, bool float_x, int64_t pieces_per_lane, int64_t blocks, int sms) {
-    if (blocks > kLateBlocksPerSm * sms) return false;
-    return float_x || (pieces_per_lane <= kLatePieces && !(tern2 && pieces_per_lane == 2));
-}
-
-// late_launch() for n x k over `lanes` lanes a row and `rows` rows a lane group (false where no
-// lanes hold a row: k past the kernel's).
 inline bool late_launch(bool tern2, bool float_x, int64_t n, int64_t k, int lanes, int rows, int sms) {
     if (lanes <= 0 || rows <= 0) return false;
-    const int64_t pieces = k / kUnitCols * (tern2 ? 1 : 2);
-    const int64_t rows_per_block = int64_t{block_warps(float_x, k)} * (kWarp / lanes) * rows;
-    return late_launch(tern2, float_x, formats::ceil_div(pieces, int64_t{lanes}) * rows,
-                       formats::ceil_div(n, rows_per_block), sms);
+    if (formats::ceil_div(n, block_rows(float_x, k, lanes, rows)) > kLateBlocksPerSm * sms) return false;
+    const int64_t pieces_per_lane = formats::ceil_div(k / kUnitCols * (tern2 ? 1 : 2), int64_t{lanes}) * rows;
+    return float_x || (pieces_per_lane <= kLatePieces && !(tern2 && pieces_per_lane == 2));
 }
 
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
@@ -714,9 +714,9 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
                                                   int64_t{8})) * 8 + 4;
     a.prefetch = prefetch;
     a.out = out;
-    const int64_t rows_per_block = int64_t{warps} * (kWarp / lanes_per_row) * rows;
+    const int64_t rows_per_block = block_rows(kFloatX, k, lanes_per_row, rows);
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
-    a.late = late_launch(kTern2, kFloatX, int64_t{v} * rows, grid.x, sms);
+    a.late = late_launch(kTern2, kFloatX, n, k, lanes_per_row, rows, sms);
     // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a lane).
     const int staged = rows == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
     const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +

@@ -47,7 +47,8 @@
 // prefetched into L1): a miss there would hold the whole block at the next barrier. Launch: with
 // PackedWeights::pdl the first two tiles' weights, scales and bias are requested before
 // pdl_wait() (none of them is written by the kernel before, kernels/pdl.cuh); x and x_scale,
-// which it may write, after it. The code table is filled before pdl_wait() too.
+// which it may write, after it. The code table is filled before pdl_wait() too. The blocks let the
+// next kernel start before pdl_wait(), or (tern24 at m = 1) once x is loaded.
 //
 #include "kernels/tern24_gemv.h"
 
@@ -329,6 +330,7 @@ struct Args {
     int runs;            // partials per (row, token): team / run_lanes, or 2 * team with halves
     bool halves;         // groups of 64 (Codec::kHalves): a partial per half chunk
     bool prefetch;       // read the first tile's weights, scales and bias before pdl_wait()
+    bool late;           // let the next kernel launch once x is loaded, not before pdl_wait()
     ProductOut out;
 };
 
@@ -472,7 +474,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         load_epilogue(ws_b, bias_b);
     };
     if (a.prefetch) load_first();
-    detail::pdl_launch_dependents();
+    if (!a.late) detail::pdl_launch_dependents();
     // The code table (constant memory and shared memory only: nothing the previous kernel writes).
     for (int q = t; Codec::kTable && q < kTableEntries * (kWarp / 4); q += static_cast<int>(blockDim.x)) {
         const uint32_t v = kCodes.w[q / (kWarp / 4)];
@@ -504,6 +506,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // of its first half chunk; the second follows).
     const int part_at = slot * kRows * M * runs + (a.halves ? 2 * c : c / a.run_lanes);
     __syncthreads();  // the table is filled
+    if (a.late) detail::pdl_launch_dependents();  // x is in registers
 
     // The current tile, its first row, and the partials' buffer it writes.
     int64_t tile = blockIdx.x, row = int64_t{blockIdx.x} * tile_rows;
@@ -589,9 +592,11 @@ int64_t resident_blocks(void (*kernel)(Args), int threads) {
     return blocks;
 }
 
+// `late`: the blocks let the next PDL-launched kernel start once they have loaded x (Args::late),
+// not before their pdl_wait().
 template <class Codec>
 void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-            const ProductOut& out, cudaStream_t stream) {
+            const ProductOut& out, cudaStream_t stream, bool late) {
     Args a{};
     a.a = w.a;
     a.b = Codec::kBBytes > 0 ? w.b : w.a;
@@ -620,6 +625,7 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     TRIT_CHECK(a.groups == 1 || (a.slots * kRows * m <= kWarp && int64_t{a.slots} * kRows * m * (a.groups | 1) <= kMaxTerms),
                "gemv_stream: ", a.slots * kRows * m, " outputs of ", a.groups, " groups exceed the tile's terms");
     a.prefetch = w.pdl;
+    a.late = w.pdl && late;
     a.out = out;
     const int threads = a.slots * a.team;
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
@@ -650,7 +656,11 @@ void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int6
                         const ProductOut& out, cudaStream_t stream) {
     gemv::check_call("tern24_gemv_stream", w, x, m, group, out,
                tern24_gemv_stream_rejects(w, x, m, group));
-    stream::launch<stream::Tern24Codec>(w, x, m, group, out, stream);
+    // The next call launched once x is loaded at m = 1: on the H100 (docs/BENCHMARKS.md, session
+    // 31; us, against before the wait) it won on all nine default shapes, 768 x 3072 2.48 vs 2.95,
+    // 2560 x 2560 3.49 vs 3.74-3.83, 2560 x 6912 5.08 vs 5.47, 4096 x 4096 5.17 vs 5.42, 14336 x 4096
+    // 7.95 vs 8.21; at m = 2 it won on seven but lost on 4096 x 4096, 8.17 vs 7.58.
+    stream::launch<stream::Tern24Codec>(w, x, m, group, out, stream, m == 1);
 }
 
 std::string tern2_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
@@ -664,7 +674,7 @@ std::string tern2_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, i
 void tern2_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                        const ProductOut& out, cudaStream_t stream) {
     gemv::check_call("tern2_gemv_stream", w, x, m, group, out, tern2_gemv_stream_rejects(w, x, m, group));
-    stream::launch<stream::Tern2Codec>(w, x, m, group, out, stream);
+    stream::launch<stream::Tern2Codec>(w, x, m, group, out, stream, false);
 }
 
 std::string bt_nib4_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
@@ -684,7 +694,7 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     PackedWeights nib = w;  // the kernel reads the nibbles as its array a
     nib.a = w.dense;
     nib.b = nullptr;
-    stream::launch<stream::Nib4Codec>(nib, x, m, group, out, stream);
+    stream::launch<stream::Nib4Codec>(nib, x, m, group, out, stream, false);
 }
 
 }  // namespace trit::kernels

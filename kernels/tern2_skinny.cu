@@ -32,6 +32,10 @@
 // buffers rotate: those the CTA uses are zeroed before pdl_wait(); after that a buffer is zeroed
 // one round after its epilogue, once the round's synchronisation shows every peer has read it,
 // and only when a later round uses it again (one more synchronisation later).
+//
+// Launch. Under PDL a CTA lets the next kernel start either before its pdl_wait() or in its first
+// tile step with no weights left to request, x loaded (tern2_skinny_launches_late decides, from
+// the grid).
 #include "kernels/tern2_skinny.h"
 
 #include <cooperative_groups.h>
@@ -110,6 +114,7 @@ struct SkinnyArgs {
     bool vector_scales;   // n % 4 = 0, per-row w scales, they and the bias 16-byte aligned
     bool vector_out;      // n % 4 = 0 and y (acc) 16-byte aligned: one 16-byte store per 4 rows
     bool prefetch;        // read the first tiles' weights, scales and bias before pdl_wait()
+    bool late;            // let the next kernel launch once the CTA's weights are requested, not before pdl_wait()
     ProductOut out;
 };
 
@@ -261,7 +266,7 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         int4* const zero = reinterpret_cast<int4*>(sums);
         for (int i = tid; i < words / 4; i += T) zero[i] = make_int4(0, 0, 0, 0);
     }
-    detail::pdl_launch_dependents();
+    if (!a.late) detail::pdl_launch_dependents();
     detail::pdl_wait();
     // The tokens' x scales (written by the previous kernel), for the epilogues: loaded here,
     // stored to shared memory after the barrier below, so that it waits for none of them.
@@ -310,6 +315,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
 #pragma unroll
             for (int d = 0; d + 1 < kDepth; ++d) ring[d] = ring[d + 1];
             ring[kDepth - 1] = load(i + kDepth);
+            // Late: the first tile step with no weights left to request (x is in registers).
+            if (a.late && i == max(my_tiles - kDepth, 0)) detail::pdl_launch_dependents();
             // No mma waits on the one before it: one group's two halves go to two accumulators
             // (added after the tile), two groups' alternate.
             int d[kGroups][4] = {}, d_hi[kGroups == 1 ? 4 : 1] = {};
@@ -490,6 +497,7 @@ void launch(SkinnyArgs a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
     const Residency r = resident_clusters(kernel, kGroups, geo);
     const int64_t clusters = tern2_skinny_clusters(a.tiles, r.clusters, r.sms, geo.cluster, a.m);
     a.clusters = FastDiv(static_cast<uint32_t>(clusters));
+    a.late = a.prefetch && tern2_skinny_launches_late(clusters * geo.cluster, geo.cluster, geo.warps, r.sms);
     detail::launch_kernel_clustered(
         kernel, dim3(static_cast<unsigned>(clusters * geo.cluster)),
         dim3(static_cast<unsigned>(geo.warps * kWarp)), smem_bytes(kGroups), stream, true,
@@ -532,6 +540,24 @@ int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int 
     const int64_t cap = cluster == 1 && m > 2 ? std::min(resident, sms) : resident;
     const int64_t most = fmt::ceil_div(tiles, cap);  // tiles the busiest cluster walks
     return most <= 2 ? fmt::ceil_div(tiles, most) : std::min(tiles, cap);
+}
+
+// Where the next kernel starts. Early, its CTAs take the SMs' free slots and request their weights
+// while this call's CTAs run; late, once each of this call's CTAs has requested all its weights
+// and x (SkinnyArgs::late), so that those requests are not slowed by the next call's. On the H100
+// (docs/BENCHMARKS.md, session 31; late against early, us) late won or tied on 20 shapes at
+// m = 1..32, e.g. m = 16: 2048 x 2048 3.62 vs 4.25, 4096 x 2048 3.75 vs 4.93, 2560 x 2560 3.83 vs
+// 4.07, 6912 x 2560 5.43 vs 5.60; m = 1: 4096 x 4096 4.35 vs 4.43. It lost where single CTAs of 8
+// warps outnumbered the SMs (k = 2048, m <= 2: two CTAs fit an SM), m = 1 4096 x 2048 3.20 vs 3.05,
+// 2560 x 2048 2.92 vs 2.76: early, the next call's CTAs start on the SMs that hold one of this
+// call's while the others finish two.
+constexpr int kEarlyMinWarps = 8;
+
+bool tern2_skinny_launches_late(int64_t ctas, int cluster, int warps, int64_t sms) {
+    TRIT_CHECK(ctas >= 1 && cluster >= 1 && warps >= 1 && sms >= 1,
+               "tern2_skinny_launches_late: CTAs, cluster size, warps and SMs must be >= 1 (got ", ctas, ", ",
+               cluster, ", ", warps, ", ", sms, ")");
+    return cluster > 1 || ctas <= sms || warps < kEarlyMinWarps;
 }
 
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

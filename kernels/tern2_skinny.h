@@ -43,6 +43,12 @@ Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m);
 // device holds at once, `sms` SMs, m tokens. Host only; the launcher queries the device.
 int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m);
 
+// Whether a call's CTAs let the next PDL-launched kernel start once each has requested all its
+// weights (late), rather than before their pdl_wait() (early): `ctas` CTAs in clusters of
+// `cluster`, `warps` warps each, on `sms` SMs. Early only where single CTAs of 8 or more warps
+// outnumber the SMs. Host only; the launcher passes its grid.
+bool tern2_skinny_launches_late(int64_t ctas, int cluster, int warps, int64_t sms);
+
 // Runs it; throws trit::Error naming m, n, k, group and the rule when the contract rejects the
 // call, or when it needs clusters and the device has none.
 void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

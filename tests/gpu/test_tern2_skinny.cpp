@@ -186,4 +186,23 @@ TEST(Tern2SkinnyContract, ClustersPerCallByTilesAndResidency) {
     }
 }
 
+TEST(Tern2SkinnyContract, NextCallLaunchedLateButWhereEightWarpCtasOutnumberTheSms) {
+    using trit::kernels::tern2_skinny_launches_late;
+    constexpr int64_t kSms = 132;
+    EXPECT_TRUE(tern2_skinny_launches_late(80, 1, 10, kSms));     // 2560 x 2560, m = 16
+    EXPECT_TRUE(tern2_skinny_launches_late(132, 1, 16, kSms));    // 14336 x 4096: as many CTAs as SMs
+    EXPECT_TRUE(tern2_skinny_launches_late(192, 1, 3, kSms));     // 3072 x 768, m = 2: 3-warp CTAs
+    EXPECT_TRUE(tern2_skinny_launches_late(160, 1, 7, kSms));     // under 8 warps
+    EXPECT_FALSE(tern2_skinny_launches_late(160, 1, 8, kSms));    // 2560 x 2048, m <= 2
+    EXPECT_FALSE(tern2_skinny_launches_late(133, 1, 16, kSms));   // one CTA more than the SMs
+    EXPECT_TRUE(tern2_skinny_launches_late(160, 1, 8, 2 * kSms));
+    EXPECT_TRUE(tern2_skinny_launches_late(259, 7, 8, kSms));     // 4096 x 14336: clusters of 7
+    try {
+        tern2_skinny_launches_late(0, 1, 8, kSms);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("CTAs, cluster size, warps and SMs must be >= 1 (got 0, 1, 8, 132)"));
+    }
+}
+
 }  // namespace

@@ -545,12 +545,14 @@ int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int 
 // Where the next kernel starts. Early, its CTAs take the SMs' free slots and request their weights
 // while this call's CTAs run; late, once each of this call's CTAs has requested all its weights
 // and x (SkinnyArgs::late), so that those requests are not slowed by the next call's. On the H100
-// (docs/BENCHMARKS.md, session 31; late against early, us) late won or tied on 20 shapes at
-// m = 1..32, e.g. m = 16: 2048 x 2048 3.62 vs 4.25, 4096 x 2048 3.75 vs 4.93, 2560 x 2560 3.83 vs
-// 4.07, 6912 x 2560 5.43 vs 5.60; m = 1: 4096 x 4096 4.35 vs 4.43. It lost where single CTAs of 8
-// warps outnumbered the SMs (k = 2048, m <= 2: two CTAs fit an SM), m = 1 4096 x 2048 3.20 vs 3.05,
-// 2560 x 2048 2.92 vs 2.76: early, the next call's CTAs start on the SMs that hold one of this
-// call's while the others finish two.
+// (docs/BENCHMARKS.md, session 31; late against early, us), over 106 calls on 20 shapes at
+// m = 1..32, late won 86 by more than 1 % and tied 13, e.g. m = 16: 2048 x 2048 3.62 vs 4.25,
+// 4096 x 2048 3.75 vs 4.93, 2560 x 2560 3.83 vs 4.07, 6912 x 2560 5.43 vs 5.60; m = 1: 4096 x 4096
+// 4.35 vs 4.43. It lost where single CTAs of 8 warps outnumbered the SMs (k = 2048, m <= 2: two
+// CTAs fit an SM), m = 1 4096 x 2048 3.20 vs 3.05, 2560 x 2048 2.92 vs 2.76, which stay early
+// (early, the next call's CTAs can start on the SMs holding one of this call's while the others
+// finish two), and by 1-5 % at m = 8 on 1536 x 2560, 2048 x 4096 and 4096 x 14336 (where late
+// won in another call), left late.
 constexpr int kEarlyMinWarps = 8;
 
 bool tern2_skinny_launches_late(int64_t ctas, int cluster, int warps, int64_t sms) {

@@ -17,6 +17,9 @@ const std::vector<FastKernel>& fast_kernels() {
         {Format::kTern2, ProductPath::kGemv, 1, kTern2GemvMaxM, tern2_gemv_rejects, tern2_gemv},
         // m <= 8 calls the GEMV declines (m * k over its shared-memory stage) run here too.
         {Format::kTern2, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern2_gemm_rejects, tern2_gemm},
+        // The dense path first where it measured faster (tern24_dense_first_rejects), then the GEMVs.
+        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_first_rejects,
+         tern24_dense_product},
         {Format::kTern24, ProductPath::kGemv, 1, 8, tern24_gemv_rejects, tern24_gemv},
         // The dense path: the tern2 kernels on PackedWeights::dense (m > 8, or what the GEMV declines).
         {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_rejects,

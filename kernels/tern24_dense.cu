@@ -69,6 +69,22 @@ std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_
     return "";
 }
 
+// The tern2 kernels on the dense copy (2 bits a weight) against the tern24 GEMVs (1.5), one group,
+// on the H100 (docs/BENCHMARKS.md, session 31, us, GEMV / dense). The tern24 kernels decode through
+// a table, and the warp-per-row one (m = 3..8) walks the rows a warp at a time: at m >= 2 the dense
+// path won on all nine default shapes, m = 2 (one call) 2560 x 2560 5.41 / 2.99, 14336 x 4096
+// 10.79 / 8.38; m = 4 and 8 (two calls) 1.6-3.3x, 3072 x 768 at m = 8 7.69 / 2.82, 4096 x 14336
+// 32.46 / 10.12. At m = 1 (one call) it won up to 6912 x 2560 and 2560 x 6912 weights (768 x 768
+// 2.14 / 1.46, 4096 x 4096 5.10 / 4.32, 6912 x 2560 4.75 / 4.54, 2560 x 6912 5.09 / 4.82) and lost
+// on the Llama-8B MLP shapes, where the fewer bytes pay (14336 x 4096 7.79 / 8.33, 4096 x 14336
+// 7.96 / 9.57).
+std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (group < w.k) return "one scale group only (group >= k)";
+    if (m == 1 && w.n * w.k > kTern24DenseFirstMaxWeights)
+        return "m = 1 above 6912 x 2560 weights runs the tern24 GEMV (fewer bytes)";
+    return tern24_dense_rejects(w, x, m, group);
+}
+
 void tern24_dense_product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                           const ProductOut& out, cudaStream_t stream) {
     check_product("tern24_dense_product", w, x, m, group, out);

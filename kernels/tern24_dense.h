@@ -1,7 +1,9 @@
-// tern24 products for many tokens by the dense path: a tern24 weight's codes written once as tern2
-// (2 bits per weight, kernels/product.h PackedWeights::dense; the GPU runtime builds it when it
-// uploads a tern24 layer) and multiplied by the tern2 kernels (tern2_skinny up to m = 16, the
-// tern2 GEMM above). The product dispatcher's kGemm path for tern24 (kernels/product_table.cu).
+// tern24 products by the dense path: a tern24 weight's codes written once as tern2 (2 bits per
+// weight, kernels/product.h PackedWeights::dense; the GPU runtime builds it when it uploads a tern24
+// layer) and multiplied by the tern2 kernels (their auto dispatch: the one-shot GEMV or tern2_skinny
+// for few tokens, the tern2 GEMM for many). The product dispatcher's kGemm path for tern24
+// (kernels/product_table.cu): ahead of the tern24 GEMVs with one scale group from m = 2, and at m = 1
+// up to 6912 x 2560 weights (tern24_dense_first_rejects), else where the GEMVs decline (m > 8).
 // The results are those of the tern24 kernels: the same codes, exact int32 sums.
 #pragma once
 
@@ -29,5 +31,11 @@ std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_
 // and the rule when tern24_dense_rejects does.
 void tern24_dense_product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                           const ProductOut& out, cudaStream_t stream);
+
+// "" when auto dispatch runs the dense path ahead of the tern24 GEMVs: tern24_dense_rejects holds,
+// one scale group (group >= k), and m >= 2, or m = 1 on at most kTern24DenseFirstMaxWeights
+// weights (n * k), where it measured faster on the H100; else the first rule it breaks.
+constexpr int64_t kTern24DenseFirstMaxWeights = int64_t{6912} * 2560;
+std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 }  // namespace trit::kernels

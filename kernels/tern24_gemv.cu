@@ -127,7 +127,6 @@ __global__ void __launch_bounds__(kWarp* gemv::kMaxWarps)
                             FastDiv chunks_per_group, ProductOut out) {
     __shared__ uint32_t table[kTableEntries * kWarp];  // entry e for lane l at e * 32 + l
     extern __shared__ __align__(16) unsigned char smem[];
-    detail::pdl_launch_dependents();
     detail::pdl_wait();
     const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
     const int warps = static_cast<int>(blockDim.x) / kWarp;
@@ -149,6 +148,11 @@ __global__ void __launch_bounds__(kWarp* gemv::kMaxWarps)
         for (int i = static_cast<int>(threadIdx.x); i < warps * M * G; i += blockDim.x) sacc_all[i] = 0;
     }
     __syncthreads();
+    // The next kernel launches once x is staged, not before the wait: on the H100
+    // (docs/BENCHMARKS.md, session 31, one group, us) faster by more than 1 % on 21 of 27 calls at
+    // m = 3, 4, 8 on the default shapes and within 1 % on 5, e.g. m = 8 768 x 768 4.67 vs 6.62,
+    // m = 3 2560 x 6912 7.95 vs 10.18; 1.7 % slower on m = 8 4096 x 4096 (12.87 vs 12.66).
+    detail::pdl_launch_dependents();
 
     const uint32_t* lane_table = table + lane;
     const int64_t mask_row = k / 8, signs_row = k / 16;

@@ -59,7 +59,8 @@ TEST_F(Tern24Dense, ProductsOnTheDenseCopyMatchTheReference) {
         int64_t m, n, k, group;
     };
     const std::vector<Shape> shapes = {{9, 33, 256, 256},    {16, 130, 4096, 4096}, {3, 17, 4096, 64},
-                                       {64, 65, 2560, 2560}, {300, 40, 768, 256},   {16, 20, 14336, 14336}};
+                                       {64, 65, 2560, 2560}, {300, 40, 768, 256},   {16, 20, 14336, 14336},
+                                       {1, 40, 2560, 2560},  {4, 72, 768, 768},     {2, 50, 6912, 6912}};
     uint64_t seed = 70;
     for (const Shape& s : shapes) {
         ProductCase c;
@@ -88,8 +89,34 @@ TEST(Tern24DenseContract, DispatchNeedsTheCopyForManyTokens) {
     w.dense = dense;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 4096, &why), ProductPath::kGemm) << why;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 2048, 4096, &why), ProductPath::kGemm) << why;
-    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_THAT(trit::kernels::tern24_dense_rejects(w, x, 16, 100), HasSubstr("no tern2 kernel takes the dense copy"));
+}
+
+TEST(Tern24DenseContract, DenseCopyFirstWhereItMeasuredFaster) {
+    alignas(16) static uint8_t mask[64], signs[64], dense[64];
+    alignas(16) static int8_t x[64];
+    trit::kernels::PackedWeights w;
+    w.format = Format::kTern24;
+    w.a = mask, w.b = signs, w.dense = dense;
+    std::string why;
+    // m >= 2, one scale group: the dense copy.
+    w.n = 14336, w.k = 4096;
+    for (int64_t m : {2, 3, 8}) EXPECT_EQ(trit::kernels::choose_path(w, x, m, 4096, &why), ProductPath::kGemm) << m << ": " << why;
+    // m = 1: the dense copy up to 6912 x 2560 weights, the tern24 GEMV above.
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 1, 4096), HasSubstr("m = 1 above 6912 x 2560 weights"));
+    w.n = 6912, w.k = 2560;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 2560, &why), ProductPath::kGemm) << why;
+    w.n = 6913;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 2560, &why), ProductPath::kGemv) << why;
+    w.n = 4096, w.k = 4096;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemm) << why;
+    // Several scale groups: the tern24 GEMVs, as before.
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 4, 64, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 4, 64), HasSubstr("one scale group only"));
+    // Without the copy: the GEMVs.
+    w.dense = nullptr;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 4096, &why), ProductPath::kGemv) << why;
     try {
         trit::kernels::tern24_to_tern2(mask, signs, 0, 4096, dense, nullptr);
         ADD_FAILURE() << "expected trit::Error";

@@ -21,7 +21,7 @@ const std::vector<FastKernel>& fast_kernels() {
         {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_first_rejects,
          tern24_dense_product},
         {Format::kTern24, ProductPath::kGemv, 1, 8, tern24_gemv_rejects, tern24_gemv},
-        // The dense path: the tern2 kernels on PackedWeights::dense (m > 8, or what the GEMV declines).
+        // The dense path for what the GEMVs decline (m > 8, or the rules above).
         {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_rejects,
          tern24_dense_product},
         {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},

@@ -108,7 +108,8 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
             l->w.k = p.in;
             l->w.pdl = true;  // uploaded once here, never written by a kernel
             if (l->int8_act && l->w.format == Format::kTern24) {
-                // The dense path for many tokens: the codes once more as tern2 (2 bits a weight).
+                // The dense path (kernels/tern24_dense.h: from 2 tokens, and for 1 on small layers):
+                // the codes once more as tern2 (2 bits a weight).
                 l->dense = torch::empty({p.out, formats::tern2_row_bytes(p.in)},
                                         torch::TensorOptions().dtype(torch::kUInt8).device(device_));
                 tern24_to_tern2(l->w.a, l->w.b, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));

@@ -60,13 +60,31 @@ void tern24_to_tern2(const uint8_t* mask, const uint8_t* signs, int64_t n, int64
     TRIT_CUDA_CHECK_LAST();
 }
 
-std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (w.format != Format::kTern24) return "the weights must be tern24";
-    if (w.dense == nullptr) return "needs the weights' dense tern2 copy (PackedWeights::dense)";
+namespace {
+
+// The tern2 fast path that multiplies the dense copy, or kGeneric with `no` set to the rule the call
+// breaks.
+ProductPath dense_path(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group, std::string& no) {
+    if (w.format != Format::kTern24) {
+        no = "the weights must be tern24";
+        return ProductPath::kGeneric;
+    }
+    if (w.dense == nullptr) {
+        no = "needs the weights' dense tern2 copy (PackedWeights::dense)";
+        return ProductPath::kGeneric;
+    }
     std::string why;
-    if (choose_path(dense_weights(w), x, m, group, &why) == ProductPath::kGeneric)
-        return "no tern2 kernel takes the dense copy (" + why + ")";
-    return "";
+    const ProductPath path = choose_path(dense_weights(w), x, m, group, &why);
+    if (path == ProductPath::kGeneric) no = "no tern2 kernel takes the dense copy (" + why + ")";
+    return path;
+}
+
+}  // namespace
+
+std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    std::string no;
+    dense_path(w, x, m, group, no);
+    return no;
 }
 
 // The tern2 kernels on the dense copy (2 bits a weight) against the tern24 GEMVs (1.5), one group,
@@ -88,9 +106,10 @@ std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, 
 void tern24_dense_product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                           const ProductOut& out, cudaStream_t stream) {
     check_product("tern24_dense_product", w, x, m, group, out);
-    const std::string no = tern24_dense_rejects(w, x, m, group);
+    std::string no;
+    const ProductPath path = dense_path(w, x, m, group, no);
     TRIT_CHECK(no.empty(), "tern24_dense_product (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group, "): ", no);
-    product(dense_weights(w), x, m, group, out, stream);
+    product(dense_weights(w), x, m, group, out, stream, path);  // the path chosen once, not again
 }
 
 }  // namespace trit::kernels

@@ -88,18 +88,20 @@ std::string tern24_dense_rejects(const PackedWeights& w, const int8_t* x, int64_
 }
 
 // The tern2 kernels on the dense copy (2 bits a weight) against the tern24 GEMVs (1.5), one group,
-// on the H100 (docs/BENCHMARKS.md, session 31, us, GEMV / dense). The tern24 kernels decode through
-// a table, and the warp-per-row one (m = 3..8) walks the rows a warp at a time: at m >= 2 the dense
-// path won on all nine default shapes, m = 2 (one call) 2560 x 2560 5.41 / 2.99, 14336 x 4096
-// 10.79 / 8.38; m = 4 and 8 (two calls) 1.6-3.3x, 3072 x 768 at m = 8 7.69 / 2.82, 4096 x 14336
-// 32.46 / 10.12. At m = 1 (one call) it won up to 6912 x 2560 and 2560 x 6912 weights (768 x 768
-// 2.14 / 1.46, 4096 x 4096 5.10 / 4.32, 6912 x 2560 4.75 / 4.54, 2560 x 6912 5.09 / 4.82) and lost
-// on the Llama-8B MLP shapes, where the fewer bytes pay (14336 x 4096 7.79 / 8.33, 4096 x 14336
-// 7.96 / 9.57).
+// on the H100 (docs/BENCHMARKS.md, sessions 31 and 32, us, GEMV / dense). The tern24 kernels decode
+// through a table, and the warp-per-row one (m = 3..8) walks the rows a warp at a time: at m >= 2
+// the dense path won on all nine default shapes, m = 2 (one call) 2560 x 2560 5.41 / 2.99, 14336 x
+// 4096 10.79 / 8.38; m = 4 and 8 (one call, session 32) 1.6-3.3x, 3072 x 768 at m = 8 7.43 / 2.81,
+// 4096 x 14336 32.84 / 10.11. At m = 1 (one call, session 32) it won on every shape up to 8192 x
+// 2560 weights (768 x 768 2.15 / 1.44, 4096 x 4096 5.11 / 4.34, 8192 x 2560 5.15 / 4.85, 2560 x 8192
+// 5.51 / 5.01) and, with k <= 4096 (the tern2 streaming kernel in one CTA a row block), up to 8192 x
+// 4096 (6912 x 4096 5.84 / 5.70, 8192 x 4096 6.48 / 6.11); it lost above, where the fewer bytes pay
+// (11008 x 4096 7.04 / 7.16, 14336 x 4096 7.80 / 8.34), and with longer k (the dp4a GEMV, 4096 x
+// 6912 6.00 / 6.53, 4096 x 14336 8.00 / 9.49).
 std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (group < w.k) return "one scale group only (group >= k)";
-    if (m == 1 && w.n * w.k > kTern24DenseFirstMaxWeights)
-        return "m = 1 above 6912 x 2560 weights runs the tern24 GEMV (fewer bytes)";
+    if (m == 1 && w.n * w.k > (w.k <= 4096 ? kTern24DenseFirstMaxWeightsShortK : kTern24DenseFirstMaxWeights))
+        return "m = 1 above 8192 x 2560 weights (8192 x 4096 with k <= 4096) runs the tern24 GEMV (fewer bytes)";
     return tern24_dense_rejects(w, x, m, group);
 }
 

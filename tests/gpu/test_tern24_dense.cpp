@@ -102,13 +102,18 @@ TEST(Tern24DenseContract, DenseCopyFirstWhereItMeasuredFaster) {
     // m >= 2, one scale group: the dense copy.
     w.n = 14336, w.k = 4096;
     for (int64_t m : {2, 3, 8}) EXPECT_EQ(trit::kernels::choose_path(w, x, m, 4096, &why), ProductPath::kGemm) << m << ": " << why;
-    // m = 1: the dense copy up to 6912 x 2560 weights, the tern24 GEMV above.
+    // m = 1: the dense copy up to 8192 x 2560 weights, and up to 8192 x 4096 with k <= 4096; the
+    // tern24 GEMV above.
     EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemv) << why;
-    EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 1, 4096), HasSubstr("m = 1 above 6912 x 2560 weights"));
-    w.n = 6912, w.k = 2560;
-    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 2560, &why), ProductPath::kGemm) << why;
-    w.n = 6913;
-    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 2560, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 1, 4096), HasSubstr("m = 1 above 8192 x 2560 weights"));
+    w.n = 8192, w.k = 4096;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemm) << why;
+    w.n = 8193;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemv) << why;
+    w.n = 2560, w.k = 8192;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 8192, &why), ProductPath::kGemm) << why;
+    w.n = 4096, w.k = 6912;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 6912, &why), ProductPath::kGemv) << why;
     w.n = 4096, w.k = 4096;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemm) << why;
     // Several scale groups: the tern24 GEMVs, as before.

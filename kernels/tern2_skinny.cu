@@ -533,12 +533,20 @@ Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m) {
 // lengthen the call; fewer clusters with three or more tiles each measured slower where the
 // weights are many, the SMs left idle reading none). On the H100 (docs/BENCHMARKS.md, session
 // 20), m = 16: 3072 x 768 4.58 -> 3.99 us (192 -> 96 CTAs), 2560 x 2560 4.18 -> 4.08 (132 -> 80).
+// Where that leaves one tile a CTA on at least 7/8 of the SMs (and at most two tiles a CTA on
+// every SM), two tiles a CTA: session 32, us, one tile / two, three processes: 2048 x 2048 m = 4
+// 2.82-2.85 / 2.60-2.62, m = 16 3.61-3.62 / 3.44-3.45 (128 tiles); 2048 x 4096 m = 8 3.70-3.71 /
+// 3.44-3.45; 4096 x 2048 m = 2 3.09-3.12 / 2.92-2.94 (256 tiles, two 8-warp CTAs an SM);
+// 2560 x 1024 m = 2 2.71 / 2.45-2.46; 3072 x 768 m = 2 2.57-2.60 / 2.43-2.44; within 1 % on 2048
+// x 2560. With fewer tiles two a CTA lost: 1536 x 2560 (96 tiles) m = 16 3.39-3.40 / 3.59-3.60,
+// 768 x 3072 (48) 3.50-3.52 / 3.95.
 int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m) {
     TRIT_CHECK(tiles >= 1 && resident >= 1 && sms >= 1 && cluster >= 1,
                "tern2_skinny_clusters: tiles, resident clusters, SMs and cluster size must be >= 1 (got ",
                tiles, ", ", resident, ", ", sms, ", ", cluster, ")");
     const int64_t cap = cluster == 1 && m > 2 ? std::min(resident, sms) : resident;
-    const int64_t most = fmt::ceil_div(tiles, cap);  // tiles the busiest cluster walks
+    int64_t most = fmt::ceil_div(tiles, cap);  // tiles the busiest cluster walks
+    if (cluster == 1 && most == 1 && 8 * tiles >= 7 * sms && tiles <= 2 * sms) most = 2;
     return most <= 2 ? fmt::ceil_div(tiles, most) : std::min(tiles, cap);
 }
 
@@ -552,7 +560,8 @@ int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int 
 // CTAs fit an SM), m = 1 4096 x 2048 3.20 vs 3.05, 2560 x 2048 2.92 vs 2.76, which stay early
 // (early, the next call's CTAs can start on the SMs holding one of this call's while the others
 // finish two), and by 1-5 % at m = 8 on 1536 x 2560, 2048 x 4096 and 4096 x 14336 (where late
-// won in another call), left late.
+// won in another call), left late. (Since session 32 those two shapes run two tiles a CTA at
+// m <= 2, as many CTAs as SMs or fewer, late: 4096 x 2048 m = 1 2.97-2.98 against 3.04 early.)
 constexpr int kEarlyMinWarps = 8;
 
 bool tern2_skinny_launches_late(int64_t ctas, int cluster, int warps, int64_t sms) {

@@ -40,7 +40,9 @@ struct Tern2SkinnyGeometry {
 Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m);
 
 // The clusters a call launches: `tiles` 16-row tiles, `resident` clusters of `cluster` CTAs the
-// device holds at once, `sms` SMs, m tokens. Host only; the launcher queries the device.
+// device holds at once, `sms` SMs, m tokens: the busiest walks as few tiles as the residency
+// allows (at most one CTA of one cluster per SM above m = 2), and two rather than one where one
+// would take at least 7/8 of the SMs. Host only; the launcher queries the device.
 int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m);
 
 // Whether a call's CTAs let the next PDL-launched kernel start once each has requested all its

@@ -166,12 +166,16 @@ TEST(Tern2SkinnyContract, CtaGeometryByKAndM) {
 
 TEST(Tern2SkinnyContract, ClustersPerCallByTilesAndResidency) {
     // {tiles, resident clusters, SMs, CTAs per cluster, m, clusters launched}: at most one CTA
-    // covering all of k per SM above m = 2; as few clusters as keep the busiest at <= 2 tiles.
+    // covering all of k per SM above m = 2; as few clusters as keep the busiest at <= 2 tiles;
+    // two tiles a CTA where one would take >= 7/8 of the SMs (116 of 132) and two fit on them.
     const int64_t table[][6] = {
-        {160, 132, 132, 1, 16, 80}, {192, 660, 132, 1, 16, 96}, {192, 660, 132, 1, 2, 192},
+        {160, 132, 132, 1, 16, 80}, {192, 660, 132, 1, 16, 96}, {192, 660, 132, 1, 2, 96},
         {48, 132, 132, 1, 16, 48},  {256, 132, 132, 1, 16, 128}, {896, 132, 132, 1, 2, 132},
         {432, 132, 132, 1, 16, 132}, {256, 37, 132, 7, 16, 37},  {60, 37, 132, 7, 16, 30},
-        {1, 1, 1, 1, 1, 1}};
+        {1, 1, 1, 1, 1, 1},         {128, 132, 132, 1, 16, 64},  {116, 132, 132, 1, 4, 58},
+        {115, 132, 132, 1, 4, 115}, {96, 132, 132, 1, 16, 96},   {256, 264, 132, 1, 2, 128},
+        {264, 264, 132, 1, 1, 132}, {265, 528, 132, 1, 2, 265},  {128, 132, 132, 2, 16, 128},
+        {1, 1, 1, 1, 16, 1}};
     for (const auto& row : table) {
         EXPECT_EQ(trit::kernels::tern2_skinny_clusters(row[0], row[1], row[2], static_cast<int>(row[3]), row[4]),
                   row[5])

@@ -368,7 +368,9 @@ std::atomic<int> g_tokens{0};
 // at m >= 128 from fewer (2560x6912: 25.2 vs 21.0); at m >= 128 from 24 tiles (3072x768: 11.6 vs
 // 9.3, 4096x4096: 33.2 vs 19.7, but 2560x2560, 20 tiles: 14.0 vs 14.9), which holds at m = 256
 // (session 17: 768x3072, 12 tiles, 11.8 vs 13.3; every other default shape has >= 24 tiles there
-// or k <= 1024, and wgmma wins); above m = 256 always (768x3072 at m = 384: 17.3 vs 13.3).
+// or k <= 1024, and wgmma wins); above m = 256 always (768x3072 at m = 384: 17.3 vs 13.3). Since
+// the wgmma kernel takes 96-token tiles below m = 256 (session 32), from 20 tiles at m >= 128:
+// 2560x2560 at m = 128, 11.90 vs 10.77.
 // Short k (<= 1024, 8 k-tiles), both kernels under PDL (session 15; wgmma against mma.sync, us):
 // wgmma from m = 64, and above m = 16 from 24 tiles (3072x768 at m = 24 / 32 / 64: 6.07 / 6.17 /
 // 6.51 against 6.45 / 7.14 / 9.35; 768x768 at m = 64 / 128: 6.53 / 6.91 against 8.06 / 8.32, but
@@ -378,7 +380,7 @@ bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
     const bool stream_k = detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
     if (m > 256) return true;
     if (m > 16 && k <= 1024 && (m >= 64 || tiles >= 24)) return true;
-    if (m >= 128) return tiles >= 24 || stream_k;
+    if (m >= 128) return tiles >= 20 || stream_k;
     return m > 16 && (tiles >= 48 || (stream_k && tiles >= 32));
 }
 

@@ -58,21 +58,23 @@ inline bool tern2_gemm_sm90_stream_k(int64_t m, int64_t n, int64_t k, int sms) {
     return 2 * tiles <= sms && ktiles >= 48;
 }
 
-// The launcher's tile: from m = 256, outside stream-K, the 128-row tile with another token count
+// The launcher's tile: outside stream-K, from m = 256, the 128-row tile with another token count
 // where it costs less than both 128-token tiles (e.g. on 132 SMs at m = 2048: 2560 x 2560
 // takes 2 waves of 128 x 160 instead of 3 of 128 x 128, 6912 x 2560 5 waves of 128 x 176
 // instead of 7 of 128 x 128, 768 x 768 one wave of 132 tiles of 128 x 96 instead of 96 of
 // 128 x 128, 4096 x 4096 2 waves of 128 x 256 instead of 2 of 256 x 128, decoding each weight for
-// twice the tokens); else tern2_gemm_sm90_tile_128. 96 tokens read more x and codes from L2 per
-// MAC than 128 and are taken only for k <= 4096: on 2560 x 6912 they lost 12 % at m = 384 where
-// the cost says they gain (H100, session 23).
+// twice the tokens); below m = 256 only 96 tokens that way; else tern2_gemm_sm90_tile_128. 96
+// tokens read more x and codes from L2 per MAC than 128 and are taken only for k <= 4096: on
+// 2560 x 6912 they lost 12 % at m = 384 where the cost says they gain (H100, session 23). Below
+// m = 256 (session 32, us, 128 / 96 tokens a tile): m = 32 3072 x 768 5.46 / 5.22; m = 64 768 x 768
+// 5.74 / 5.47, 6912 x 2560 11.47 / 10.84; m = 128 4096 x 4096 16.66 / 15.79, 3072 x 768 6.02 / 5.51.
 inline Tern2GemmSm90Tile tern2_gemm_sm90_tile(int64_t m, int64_t n, int64_t k, int sms) {
     const Tern2GemmSm90Tile t128 = tern2_gemm_sm90_tile_128(m, n, sms);
-    if (m < 256 || tern2_gemm_sm90_stream_k(m, n, k, sms)) return t128;
+    if (tern2_gemm_sm90_stream_k(m, n, k, sms)) return t128;
     Tern2GemmSm90Tile best = t128;
     int64_t best_cost = tern2_gemm_sm90_cost(m, n, sms, t128.wide ? 256 : 128, 128);
     for (const int tokens : kTern2GemmSm90Tokens) {
-        if (tokens == 128 || (tokens == 96 && k > 4096)) continue;
+        if (tokens == 128 || (tokens == 96 && k > 4096) || (m < 256 && tokens != 96)) continue;
         const int64_t cost = tern2_gemm_sm90_cost(m, n, sms, 128, tokens);
         if (cost < best_cost) best = {false, tokens}, best_cost = cost;
     }

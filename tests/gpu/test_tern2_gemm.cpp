@@ -327,9 +327,9 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 }
 
 // The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
-// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17): per shape, the kernel at
-// m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k = 768) takes wgmma from m = 64, or from 24
-// tiles (session 15, both kernels under PDL).
+// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17, 32): per shape, the kernel
+// at m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k = 768) takes wgmma from m = 64, or from
+// 24 tiles (session 15, both kernels under PDL); m >= 128 from 20 tiles (session 32).
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
@@ -339,7 +339,7 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     };
     const std::vector<Case> cases = {
         {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"},
-        {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMM"},
+        {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMW"},
         {3072, 768, "WWW"},   {768, 3072, "MMM"},   {768, 768, "MWW"},
     };
     const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
@@ -370,9 +370,11 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
               sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     EXPECT_EQ(tern2_gemm_auto_kernel(256, 2560, 2560, 2560, 9, 0, 132),
               sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-    // Stream-K counts the device's SMs: 2560x6912 at m = 128 has 20 tiles, stream-K (and so the
-    // wgmma kernel) on 132 SMs, not on 32.
-    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2560, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
+    // Stream-K counts the device's SMs: 2304x6912 at m = 128 has 18 tiles (under the 20 that take
+    // the wgmma kernel alone), stream-K (and so the wgmma kernel) on 132 SMs, not on 32.
+    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2304, 6912, 6912, 9, 0, 132),
+              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
+    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2304, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
 }
 
 // The wgmma kernel's tile (kernels/tern2_gemm_sm90_tile.h), pinned on the default benchmark
@@ -380,9 +382,10 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
 // tokens where 128 leave a third wave mostly idle (2560 x 2560: 320 tiles of 128 x 128, 260 of
 // 128 x 160), 96 where 128 leave SMs idle in the only wave (768 x 768: 96 tiles against 132), 176
 // on 6912 x 2560 (648 tiles, 5 waves, against 864 of 128 x 128), 256 on the Llama-8B shapes, 128
-// on 3072 x 768; the 128-token tiles (256 rows where they take half the waves of 128) below m =
-// 256 and under stream-K; never 96 on long k; at m = 256, 96 tokens where 128 fill one wave with
-// a third of the SMs idle or more, 256 on 14336 rows.
+// on 3072 x 768; under stream-K the 128-token tiles (256 rows where they take half the waves of
+// 128); below m = 256 those or 96 tokens (session 32: m = 32, 64 and 128); never 96 on long k; at
+// m = 256, 96 tokens where 128 fill one wave with a third of the SMs idle or more, 256 on 14336
+// rows.
 TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
     using trit::kernels::detail::tern2_gemm_sm90_tile;
     struct Case {
@@ -397,8 +400,11 @@ TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
         {2048, 768, 768, false, 96},     {2048, 3072, 768, false, 128},
         {2048, 768, 3072, false, 96},    {2048, 768, 6144, false, 128},
         {256, 768, 768, false, 96},      {256, 14336, 4096, false, 256},
-        {200, 14336, 4096, true, 128},   {200, 768, 768, false, 128},
-        {512, 768, 6144, false, 128},
+        {200, 14336, 4096, true, 128},   {200, 768, 768, false, 96},
+        {512, 768, 6144, false, 128},    {64, 768, 768, false, 96},
+        {32, 3072, 768, false, 96},      {128, 4096, 4096, false, 96},
+        {64, 4096, 6912, false, 128},    {128, 2560, 6912, false, 128},
+        {128, 14336, 4096, false, 128},  {200, 2560, 2560, false, 96},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +

@@ -374,12 +374,18 @@ std::atomic<int> g_tokens{0};
 // Short k (<= 1024, 8 k-tiles), both kernels under PDL (session 15; wgmma against mma.sync, us):
 // wgmma from m = 64, and above m = 16 from 24 tiles (3072x768 at m = 24 / 32 / 64: 6.07 / 6.17 /
 // 6.51 against 6.45 / 7.14 / 9.35; 768x768 at m = 64 / 128: 6.53 / 6.91 against 8.06 / 8.32, but
-// 6 tiles at m = 24: 6.21 against 5.48).
+// 6 tiles at m = 24: 6.21 against 5.48). With 96-token tiles, k <= 768 (session 33, two
+// processes, us): from m = 32 on every n from 256 (256 x 768 at m = 32 / 48: 5.20 / 5.29 against
+// 5.60 / 6.23; 768 x 768 5.26 / 5.36 against 5.69 / 6.35), and at m = 17..31 from 1536 rows
+// (2560 x 768 at m = 24: 5.12 against 5.87), or 768 where k <= 512 (768 x 512: 4.49 against
+// 5.08); below that mma.sync (768 x 768 at m = 24: 5.21 against 5.08). k = 1024 stays on the
+// rule above (1024 x 1024 at m = 48: 6.12 against 5.48).
 bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
     const bool stream_k = detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
     if (m > 256) return true;
     if (m > 16 && k <= 1024 && (m >= 64 || tiles >= 24)) return true;
+    if (m > 16 && k <= 768 && (m >= 32 || n >= (k <= 512 ? 768 : 1536))) return true;
     if (m >= 128) return tiles >= 20 || stream_k;
     return m > 16 && (tiles >= 48 || (stream_k && tiles >= 32));
 }

@@ -208,11 +208,31 @@ namespace {
 // us): 3072x768 7.80 / 9.53 against 6.07 / 6.17, 768x768 7.37 / 9.19 against 5.48 / 6.07,
 // 768x3072 6.13 / 7.41 against 5.87 / 5.99; where n and k are 2560 or more it won on all six
 // BitNet-2B and Llama-8B shapes (2560x2560 6.32 / 7.52 against 8.08 / 8.62).
+// From m = 33 to 48 (six token groups, k <= 3072 by its contract; session 33, two processes,
+// us, against tern2_gemm): faster wherever n <= 8192 (2560 x 2560 at m = 33 / 40 / 48: 6.47 /
+// 7.07 / 7.85 against 8.15 / 8.15 / 8.77; 6912 x 2560 8.70 / 9.25 / 10.29 against 10.75 / 10.62
+// / 10.92), but for 2048 x 3072 above m = 40 (m = 48: 8.47 against 7.73); slower from 11008 rows
+// up (14336 x 2048 at m = 40: 10.73 against 9.90; 16384 x 3072 15.88 against 13.25), but for
+// 3-5 % at m <= 36 on 11008 x 2048 and 28672 x 3072.
 constexpr int64_t kSkinnyWideMinDim = 2048;
 constexpr int64_t kSkinnyRegisterMaxM = 16;  // both token groups' x in registers
+constexpr int64_t kSkinnySixGroupsMaxN = 8192;
+
+// Why auto dispatch leaves a call the skinny kernel could run to tern2_gemm; nullptr where it
+// runs it.
+const char* skinny_declines(const PackedWeights& w, int64_t m) {
+    if (m <= kSkinnyRegisterMaxM) return nullptr;
+    if (w.n < kSkinnyWideMinDim || w.k < kSkinnyWideMinDim)
+        return "m = 17..48 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
+    if (m <= kTern2SkinnyNarrowMaxM) return nullptr;
+    if (w.n > kSkinnySixGroupsMaxN || (m > 40 && w.k > 2560 && w.n < 3072))
+        return "m = 33..48 runs here only when n <= 8192, and above m = 40 where k <= 2560 or n >= 3072 "
+               "(tern2_gemm is faster elsewhere)";
+    return nullptr;
+}
 
 bool skinny_pays(const PackedWeights& w, int64_t m) {
-    return m <= kSkinnyRegisterMaxM || (w.n >= kSkinnyWideMinDim && w.k >= kSkinnyWideMinDim);
+    return skinny_declines(w, m) == nullptr;
 }
 
 bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
@@ -267,8 +287,9 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
     if (stream_takes(w, x, m, group) || oneshot_takes(w, x, m, group) || dp4a_takes(w, x, m, group) ||
         skinny_takes(w, x, m, group))
         return "";
-    if (!skinny_pays(w, m))
-        return "m = 17..32 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
+    if (const char* why = skinny_declines(w, m)) return why;
+    // Above the mma.sync GEMV's m the skinny kernel's own rule is the one that matters.
+    if (m > kTern2GemvMmaMaxM) return tern2_skinny_rejects(w, x, m, group);
     return tern2_gemv_mma_rejects(w, x, m, group);
 }
 

@@ -1,10 +1,11 @@
-// tern2 x int8 GEMV for 1..32 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
+// tern2 x int8 GEMV for 1..48 tokens: the "gemv" path of the dispatch table. For m = 1 on matrices
 // of >= 16 MiB of codes it runs the tern24-layout streaming kernel (kernels/tern2_gemv_stream.h:
 // k % 128 == 0, k <= 16384) when it takes the call; for m = 1 on matrices of at most 3072 x 768
 // weights, the one-shot GEMV (kernels/tern2_gemv_oneshot.h: one scale group, k % 64 == 0,
 // k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
-// k <= 4096, for m > 16 only when n and k are both >= 2048) when it takes the call, else for
+// k <= 4096, for m > 16 only when n and k are both >= 2048, for m > 32 only with k <= 3072)
+// when it takes the call, else for
 // m = 1 the streaming dp4a GEMV
 // (kernels/tern2_gemv_dp4a.h: k <= 16384, scale groups of 64 * 2^e columns), and otherwise the
 // GEMV on the int8 tensor cores (mma.sync m16n8k32), whose rules are the products' shared contract
@@ -30,7 +31,7 @@
 
 namespace trit::kernels {
 
-constexpr int64_t kTern2GemvMaxM = 32;      // the path's m range
+constexpr int64_t kTern2GemvMaxM = 48;      // the path's m range
 constexpr int64_t kTern2GemvMmaMaxM = 8;    // the mma.sync kernel's
 
 std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);

@@ -1,4 +1,4 @@
-// tern2 x int8 product for m <= 32 tokens that streams the weights: see kernels/tern2_skinny.h for
+// tern2 x int8 product for m <= 48 tokens that streams the weights: see kernels/tern2_skinny.h for
 // the contract.
 //
 // Layout. The weights are read once, so each lane owns a fixed piece of every row and keeps the
@@ -10,17 +10,20 @@
 // rows g and g + 8 into registers kDepth tiles ahead (kDepth = 3, or 2 when m > 8 and x takes 32
 // more registers), decodes them (kernels/tern2_mma.cuh: 9 integer instructions per 16 weights)
 // into the A operand of mma.sync m16n8k32: weights as the 16 rows, tokens as the 8 columns of B,
-// one mma per k step and group of 8 tokens. Four variants by m: one group (m <= 8), two with x
+// one mma per k step and group of 8 tokens. Five variants by m: one group (m <= 8), two with x
 // in registers (m <= 16), three or four (m <= 24, m <= 32) where x of tokens g + 8, g + 16 (and
 // g + 24) lives in shared memory (32 or 48 more registers per thread than the 128 a thread of 512
 // has; each lane writes its own 16 words per group once and reads one uint4 per group and
 // 32-column word, a warp's 32 lanes 512 contiguous bytes), so the weights are still read and
-// decoded once for all the tokens. (A 6-tile cp.async ring in shared memory in place of the
-// registers measured slower on the H100: 12.7 vs 8.8 us at 14336 x 4096, m = 2.)
+// decoded once for all the tokens; six (m <= 48) the same way for k <= 3072, one CTA of at most
+// 12 warps (156 registers a thread; 10 KiB of x a warp). Eight groups (m <= 64) ran slower than
+// tern2_gemm on most shapes (BENCHMARKS session 33). (A 6-tile cp.async ring in shared memory in
+// place of the registers measured slower on the H100: 12.7 vs 8.8 us at 14336 x 4096, m = 2.)
 //
 // Sums. A warp's partial tile (16 rows x 8 tokens per group) goes into its CTA's round buffer
 // with shared int32 atomics (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so
-// 16 R divides the cluster's threads); at its end the cluster synchronises and cluster thread q
+// 16 R divides the cluster's threads; the smallest such R that covers the busiest cluster's tiles,
+// else the largest: tern2_skinny_round_tiles); at its end the cluster synchronises and cluster thread q
 // finishes the four rows 4 (q % 4R) .. + 3 of the round for tokens q / 4R, + C W 32 / 4R, ...:
 // it adds the C CTAs' 16-byte words of those rows (distributed shared memory, the C loads issued
 // together) and runs the shared epilogue, one 16-byte store per token where n % 4 = 0. Its rows'
@@ -74,6 +77,13 @@ constexpr int kMaxWarps = 16;          // per CTA
 constexpr int kMaxCluster = 8;         // portable cluster size
 static_assert(kTern2SkinnyMaxK == kMaxCluster * kMaxWarps * kBlockCols);
 constexpr int kMaxRoundTiles = 8;
+// m = 33..48 (six token groups, x of groups 1.. in shared memory): k <= 3072, one CTA of at most
+// 12 warps (156 registers a thread), 10 KiB of x a warp.
+constexpr int kWideMaxWarps = 12;
+static_assert(kTern2SkinnyWideMaxK == kWideMaxWarps * kBlockCols);
+__host__ __device__ constexpr int max_warps(int groups) {
+    return groups <= 4 ? kMaxWarps : kWideMaxWarps;
+}
 constexpr int kBuffers = 3;
 constexpr int kGroupTokens = 8;  // tokens per mma (its n)
 // A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336, 496 or 656
@@ -82,8 +92,11 @@ constexpr int kGroupTokens = 8;  // tokens per mma (its n)
 // of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
 __host__ __device__ constexpr int tile_stride(int groups) {
-    return groups <= 2 ? 336 : (groups == 3 ? 496 : 656);
+    // 20 (8 groups - 1) + 16 rounded up to 16 mod 32: 336, 496, 656, 976 for 2, 3, 4, 6 groups.
+    return groups <= 2 ? 336
+                       : 20 * (8 * groups - 1) + 16 + (16 - (20 * (8 * groups - 1) + 16) % 32 + 32) % 32;
 }
+static_assert(tile_stride(3) == 496 && tile_stride(4) == 656 && tile_stride(6) == 976);
 __host__ __device__ constexpr int sums_words(int groups) {
     return kBuffers * kMaxRoundTiles * tile_stride(groups);
 }
@@ -95,9 +108,10 @@ __host__ __device__ constexpr int smem_x_groups(int groups) {
 }
 constexpr size_t smem_bytes(int groups) {
     return sizeof(int32_t) * sums_words(groups) +
-           sizeof(uint4) * kMaxWarps * smem_x_groups(groups) * 4 * kWarp;
+           sizeof(uint4) * max_warps(groups) * smem_x_groups(groups) * 4 * kWarp;
 }
-static_assert(kTern2SkinnyMaxM == 4 * kGroupTokens);
+static_assert(kTern2SkinnyMaxM == 6 * kGroupTokens);
+static_assert(smem_bytes(6) + sizeof(float) * kTern2SkinnyMaxM <= 227 * 1024, "one CTA's shared memory");
 
 struct SkinnyArgs {
     const uint8_t* codes;
@@ -184,12 +198,15 @@ __device__ __forceinline__ void store_quad(T* dst, const T (&v)[4], bool vector,
 // kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3 or 4 (m <= 24 or 32,
 // groups 1.. of x in shared memory).
 template <int kGroups>
-__global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
+__global__ void __launch_bounds__(max_warps(kGroups)* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
     extern __shared__ int4 smem[];
     int32_t* const sums = reinterpret_cast<int32_t*>(smem);
     uint4* const xs = reinterpret_cast<uint4*>(sums + sums_words(kGroups));
     constexpr bool kTwo = kGroups == 2;
     constexpr int kTileStride = tile_stride(kGroups);
+    // A round buffer: the round's tiles (shared memory holds kBuffers of kMaxRoundTiles).
+    const int buffer_words = a.round_tiles * kTileStride;
+    static_assert(kTileStride % 4 == 0, "a buffer is whole int4 words");
     constexpr int kDepth = kGroups == 1 ? 3 : 2;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
     const int g = lane / 4, t = lane % 4;
@@ -259,10 +276,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     // The round buffers this CTA uses (one per round, at most 3) start at zero; shared memory
     // only, so this runs ahead of pdl_wait(), behind the first loads, with 16-byte stores.
     {
-        constexpr int kBufferWords = kMaxRoundTiles * kTileStride;
-        static_assert(kBufferWords % 4 == 0, "a buffer is whole int4 words");
         const int R = a.round_tiles;
-        const int words = (my_tiles > 2 * R ? 3 : (my_tiles > R ? 2 : 1)) * kBufferWords;
+        const int words = (my_tiles > 2 * R ? 3 : (my_tiles > R ? 2 : 1)) * buffer_words;
         int4* const zero = reinterpret_cast<int4*>(sums);
         for (int i = tid; i < words / 4; i += T) zero[i] = make_int4(0, 0, 0, 0);
     }
@@ -273,6 +288,9 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     __shared__ float x_scales[kTern2SkinnyMaxM];
     const bool x_scale_lane = tid < a.m && a.out.y != nullptr;
     const float x_scale = x_scale_lane ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid] : 0.0f;
+    // Above m = 32 a CTA of one warp (k <= 256) has fewer threads than tokens: a second each.
+    const bool x_scale_lane2 = kGroups > 4 && tid + T < a.m && a.out.y != nullptr;
+    const float x_scale2 = x_scale_lane2 ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid + T] : 0.0f;
     if (!a.prefetch) {
 #pragma unroll
         for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
@@ -305,11 +323,12 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
     }
     __syncthreads();  // the zeroed buffers (and 3- and 4-group x) are visible to every warp
     if (x_scale_lane) x_scales[tid] = x_scale;  // read after the round's barrier
+    if (x_scale_lane2) x_scales[tid + T] = x_scale2;
 
     int buf = 0;
     for (int r0 = 0; r0 < my_tiles; r0 += a.round_tiles, buf = (buf + 1) % kBuffers) {
         const int r1 = r0 + a.round_tiles < my_tiles ? r0 + a.round_tiles : my_tiles;
-        int32_t* s = sums + buf * (kMaxRoundTiles * kTileStride);
+        int32_t* s = sums + buf * buffer_words;
         for (int i = r0; i < r1; ++i) {
             const uint4 lo = ring[0].lo, hi = ring[0].hi;
 #pragma unroll
@@ -401,9 +420,8 @@ __global__ void __launch_bounds__(kMaxWarps* kWarp, 1) tern2_skinny_kernel(const
         // The previous round's buffer, when a round after the next one will use it again: every
         // peer read it before this round's synchronisation.
         if (r1 + a.round_tiles < my_tiles) {
-            int4* old = reinterpret_cast<int4*>(sums + ((buf + kBuffers - 1) % kBuffers) *
-                                                           (kMaxRoundTiles * kTileStride));
-            for (int i = tid; i < kMaxRoundTiles * kTileStride / 4; i += T)
+            int4* old = reinterpret_cast<int4*>(sums + ((buf + kBuffers - 1) % kBuffers) * buffer_words);
+            for (int i = tid; i < buffer_words / 4; i += T)
                 old[i] = make_int4(0, 0, 0, 0);
         }
     }
@@ -497,6 +515,10 @@ void launch(SkinnyArgs a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
     const Residency r = resident_clusters(kernel, kGroups, geo);
     const int64_t clusters = tern2_skinny_clusters(a.tiles, r.clusters, r.sms, geo.cluster, a.m);
     a.clusters = FastDiv(static_cast<uint32_t>(clusters));
+    const int64_t most = fmt::ceil_div(int64_t{a.tiles}, clusters);
+    a.round_tiles = tern2_skinny_round_tiles(most, geo.cluster, geo.warps, kMaxRoundTiles);
+    a.round_quads = FastDiv(static_cast<uint32_t>(4 * a.round_tiles));
+    a.token_step = geo.cluster * geo.warps * kWarp / (4 * a.round_tiles);
     a.late = a.prefetch && tern2_skinny_launches_late(clusters * geo.cluster, geo.cluster, geo.warps, r.sms);
     detail::launch_kernel_clustered(
         kernel, dim3(static_cast<unsigned>(clusters * geo.cluster)),
@@ -508,7 +530,9 @@ void launch(SkinnyArgs a, const Tern2SkinnyGeometry& geo, cudaStream_t stream) {
 
 std::string tern2_skinny_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     if (w.format != Format::kTern2) return "the weights must be tern2";
-    if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..32";
+    if (m < 1 || m > kTern2SkinnyMaxM) return "m must be in 1..48";
+    if (m > kTern2SkinnyNarrowMaxM && w.k > kTern2SkinnyWideMaxK)
+        return "m > 32 needs k <= 3072 (x of all tokens in one CTA's shared memory)";
     if (w.k % kPieceCols != 0) return "k must be a multiple of 64";
     if (w.k > kTern2SkinnyMaxK) return "k must be <= 32768";
     if (w.n > kTern2SkinnyMaxN)
@@ -564,6 +588,29 @@ int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int 
 // m <= 2, as many CTAs as SMs or fewer, late: 4096 x 2048 m = 1 2.97-2.98 against 3.04 early.)
 constexpr int kEarlyMinWarps = 8;
 
+// Tiles per round. A round's 16 R rows must divide the cluster's threads (2 C W divisible by R),
+// so that every thread finishes four rows of each round's tile for its tokens. Until session 33
+// the largest such R: where a cluster walks fewer tiles than that, each epilogue thread finished
+// several tokens of the few rows there were, the others idle. The smallest R that covers the
+// tiles measured (H100, session 33, two processes, us, largest / smallest) m = 16: 768 x 768
+// 3.14 / 2.40, 2048 x 2048 3.44-3.45 / 3.11-3.12, 3072 x 768 3.50-3.52 / 3.02-3.03, 4096 x 4096
+// 5.68 / 5.49-5.59; m = 32: 2048 x 2048 4.78-4.82 / 4.24-4.25, 4096 x 2048 5.47 / 4.90-4.91;
+// m = 48: 2048 x 2048 7.11-7.16 / 6.18-6.22; within 1 % at m = 2 and where a cluster walks more
+// than 8 tiles (14336 x 4096).
+int tern2_skinny_round_tiles(int64_t most, int cluster, int warps, int max_round) {
+    TRIT_CHECK(most >= 1 && cluster >= 1 && warps >= 1 && max_round >= 1,
+               "tern2_skinny_round_tiles: tiles, cluster size, warps and round size must be >= 1 (got ", most,
+               ", ", cluster, ", ", warps, ", ", max_round, ")");
+    const int threads_quads = 2 * cluster * warps;
+    int largest = 1;
+    for (int r = 1; r <= max_round; ++r) {
+        if (threads_quads % r != 0) continue;
+        if (r >= most) return r;  // the smallest that covers the busiest cluster's tiles
+        largest = r;
+    }
+    return largest;
+}
+
 bool tern2_skinny_launches_late(int64_t ctas, int cluster, int warps, int64_t sms) {
     TRIT_CHECK(ctas >= 1 && cluster >= 1 && warps >= 1 && sms >= 1,
                "tern2_skinny_launches_late: CTAs, cluster size, warps and SMs must be >= 1 (got ", ctas, ", ",
@@ -594,17 +641,6 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     a.kblocks = static_cast<int>(fmt::ceil_div(w.k, kBlockCols));
     a.tiles = static_cast<int>(fmt::ceil_div(w.n, int64_t{kTileRows}));
     a.cluster = geo.cluster;
-    // The largest round (<= 8 tiles) whose rows divide the cluster's threads: each thread then
-    // finishes one row of every round.
-    a.round_tiles = 1;
-    for (int r = kMaxRoundTiles; r >= 1; --r) {
-        if ((2 * geo.cluster * geo.warps) % r == 0) {
-            a.round_tiles = r;
-            break;
-        }
-    }
-    a.round_quads = FastDiv(static_cast<uint32_t>(4 * a.round_tiles));
-    a.token_step = geo.cluster * geo.warps * kWarp / (4 * a.round_tiles);
     // Four rows' scales and biases in two 16-byte loads (fewer requests ahead of the wait: 2560 x
     // 2560 at m = 2 took 3.5 us with eight 4-byte loads, 3.3 with two 16-byte ones), and their
     // outputs in one store.
@@ -614,7 +650,9 @@ void tern2_skinny(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     a.vector_out = w.n % 4 == 0 && aligned16(dst);
     a.prefetch = w.pdl;
     a.out = out;
-    if (m > 3 * kGroupTokens) {
+    if (m > 4 * kGroupTokens) {
+        launch<6>(a, geo, stream);
+    } else if (m > 3 * kGroupTokens) {
         launch<4>(a, geo, stream);
     } else if (m > 2 * kGroupTokens) {
         launch<3>(a, geo, stream);

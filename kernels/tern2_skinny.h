@@ -1,9 +1,10 @@
-// tern2 x int8 product for a few tokens (m = 1..32) that streams the weights once at close to the
+// tern2 x int8 product for a few tokens (m = 1..48) that streams the weights once at close to the
 // memory's rate: the small-batch decode step (several sequences, or speculative tokens), run by
-// the dispatcher's "gemv" path for m = 2..32 (kernels/tern2_gemv.h). Bit-exact acc and
+// the dispatcher's "gemv" path for m = 2..48 (kernels/tern2_gemv.h). Bit-exact acc and
 // fused-epilogue y under the products' contract (kernels/product.h), and these rules of its own:
-//   - m <= 32 (the tokens are up to four n = 8 groups of mma.sync m16n8k32, each multiplying the
-//     same decoded weights; unused tokens are zero);
+//   - m <= 48 (the tokens are up to six n = 8 groups of mma.sync m16n8k32, each multiplying the
+//     same decoded weights; unused tokens are zero), and k <= 3072 for m > 32 (x of tokens 8..
+//     in one CTA's shared memory);
 //   - k % 64 == 0 (a lane's piece of a row is 16 bytes = 64 codes) and k <= 32768 (at most 8
 //     CTAs of 16 warps share a row, a warp owning 256 columns);
 //   - one scale group (group >= k);
@@ -23,7 +24,9 @@
 
 namespace trit::kernels {
 
-constexpr int64_t kTern2SkinnyMaxM = 32;
+constexpr int64_t kTern2SkinnyMaxM = 48;
+constexpr int64_t kTern2SkinnyNarrowMaxM = 32;   // above it (five or six token groups):
+constexpr int64_t kTern2SkinnyWideMaxK = 3072;   // k at most this
 constexpr int64_t kTern2SkinnyMaxK = 32768;
 constexpr int64_t kTern2SkinnyMaxN = (int64_t{1} << 35) - 16;  // 16-row tiles < 2^31
 
@@ -44,6 +47,11 @@ Tern2SkinnyGeometry tern2_skinny_geometry(int64_t k, int64_t m);
 // allows (at most one CTA of one cluster per SM above m = 2), and two rather than one where one
 // would take at least 7/8 of the SMs. Host only; the launcher queries the device.
 int64_t tern2_skinny_clusters(int64_t tiles, int64_t resident, int64_t sms, int cluster, int64_t m);
+
+// Tiles per round: the smallest R <= max_round dividing 2 cluster warps (so that each cluster
+// thread finishes four rows of a round's tile) with R >= most, the tiles the busiest cluster
+// walks; where none covers them, the largest. Host only.
+int tern2_skinny_round_tiles(int64_t most, int cluster, int warps, int max_round);
 
 // Whether a call's CTAs let the next PDL-launched kernel start once each has requested all its
 // weights (late), rather than before their pdl_wait() (early): `ctas` CTAs in clusters of

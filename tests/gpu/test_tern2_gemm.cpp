@@ -327,9 +327,10 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 }
 
 // The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
-// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17, 32): per shape, the kernel
-// at m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k = 768) takes wgmma from m = 64, or from
-// 24 tiles (session 15, both kernels under PDL); m >= 128 from 20 tiles (session 32).
+// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17, 32, 33): per shape, the
+// kernel at m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k <= 1024) takes wgmma from m = 64,
+// or from 24 tiles (session 15, both kernels under PDL); k <= 768 from m = 32, and above m = 16
+// from 1536 rows (768 where k <= 512; session 33); m >= 128 from 20 tiles (session 32).
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
@@ -340,7 +341,8 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     const std::vector<Case> cases = {
         {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"},
         {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMW"},
-        {3072, 768, "WWW"},   {768, 3072, "MMM"},   {768, 768, "MWW"},
+        {3072, 768, "WWW"},   {768, 3072, "MMM"},   {768, 768, "WWW"},
+        {1024, 1024, "MWW"},  {256, 768, "WWW"},
     };
     const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
     for (const Case& c : cases) {
@@ -362,6 +364,17 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0, 132), Tern2GemmVariant::kMmaSync);
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0, 108), Tern2GemmVariant::kMmaSync);
         EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0, 148), Tern2GemmVariant::kMmaSync);
+    }
+    // k <= 768 between m = 17 and 31 (session 33): wgmma from 1536 rows, or 768 where k <= 512.
+    const struct {
+        int64_t m, n, k;
+        bool wgmma;
+    } short_k[] = {{24, 768, 768, false}, {24, 1024, 768, false}, {17, 1536, 768, true}, {24, 2560, 768, true},
+                   {17, 768, 512, true},  {24, 512, 512, false},  {24, 1024, 1024, false}, {16, 2560, 768, false}};
+    for (const auto& c : short_k) {
+        SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
+        EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0, 132),
+                  sm90 && c.wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     }
     // m = 256 follows the m >= 128 rule (session 17): 768x3072 has 12 tiles there and k > 1024,
     // so mma.sync; 768x768 (k <= 1024) and 2560x2560 (40 tiles) stay on wgmma.

@@ -100,7 +100,8 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 4096, codes), x, 2, 4096), "skinny");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 14336, codes), x, 16, 14336), "skinny");
     EXPECT_STREQ(trit::kernels::tern2_gemv_variant(tern2(4, 32832, codes), x, 8, 32832), "");
-    EXPECT_THAT(tern2_gemv_rejects(tern2(4, 4096, codes), x, 9, 256), HasSubstr("m must be <= 8"));
+    // Above m = 8 the skinny kernel's rule is the one named.
+    EXPECT_THAT(tern2_gemv_rejects(tern2(4, 4096, codes), x, 9, 256), HasSubstr("one scale group"));
 
     int32_t acc[1];
     trit::kernels::ProductOut out;
@@ -120,11 +121,21 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 1, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 784, codes), x, 1, 784, &why), ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("k must be a multiple of 64"));
-    // One scale group up to m = 32: the streaming kernel of the gemv path.
+    // One scale group up to m = 32 (48 where k <= 3072): the streaming kernel of the gemv path.
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 16384, codes), x, 8, 16384, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 16, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 32, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
+    EXPECT_THAT(tern2_gemv_rejects(tern2(4096, 4096, codes), x, 33, 4096), HasSubstr("m > 32 needs k <= 3072"));
+    // m = 33..48 (session 33): n <= 8192, and above m = 40 k <= 2560 or n >= 3072.
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2560, 2560, codes), x, 48, 2560, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(8192, 3072, codes), x, 33, 3072, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 3072, codes), x, 40, 3072, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 3072, codes), x, 41, 3072, &why), ProductPath::kGemm) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(3072, 3072, codes), x, 48, 3072, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(tern2(8208, 2048, codes), x, 33, 2048, &why), ProductPath::kGemm) << why;
+    EXPECT_THAT(tern2_gemv_rejects(tern2(8208, 2048, codes), x, 33, 2048), HasSubstr("only when n <= 8192"));
+    EXPECT_EQ(trit::kernels::choose_path(tern2(2560, 2560, codes), x, 49, 2560, &why), ProductPath::kGemm) << why;
     // Above m = 16 only where n and k are both >= 2048: the BWTA shapes go to the GEMM.
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 17, 2048, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 16, 2048, &why), ProductPath::kGemv) << why;

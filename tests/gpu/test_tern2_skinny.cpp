@@ -1,6 +1,7 @@
-// GPU tests of the streaming tensor-core tern2 kernel for m <= 32 (kernels/tern2_skinny.h): int32
+// GPU tests of the streaming tensor-core tern2 kernel for m <= 48 (kernels/tern2_skinny.h): int32
 // accumulators and fused epilogue bit-exact against the CPU references over a shape table (m = 1,
-// 2, 3, 8 (one token group of 8), 9 and 16 (two), 17, 24, 31 and 32 (four); n = 1, odd, partial
+// 2, 3, 8 (one token group of 8), 9 and 16 (two), 17, 24, 31 and 32 (four), 33, 40, 47 and 48
+// (six, k <= 3072); n = 1, odd, partial
 // 16-row tiles, and so many tiles that a cluster runs several rounds and rotates its three
 // buffers; k from one 64-column piece, off the 256-column k-block, one CTA (k <= 4096) and
 // clusters of 2 to 8 CTAs of 16 or 8 warps with a shorter last rank, at the edges of the 8-warp
@@ -52,7 +53,8 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
         {16, 50, 8192},   {16, 50, 8256},   {3, 4100, 8256},   {16, 33, 14336},  {16, 9, 14400},
         {24, 70, 11008},  {8, 3000, 11008}, {16, 4096, 14336}, {5, 5000, 14336}, {16, 3072, 768},
-        {2, 3072, 768},   {8, 2560, 2560},
+        {2, 3072, 768},   {8, 2560, 2560},  {33, 40, 2560},   {48, 17, 3072},   {48, 7, 64},
+        {48, 2049, 2560}, {40, 30001, 256}, {47, 65, 1024},   {48, 160, 3072},  {41, 3, 768},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {
@@ -70,8 +72,9 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
 }
 
 TEST_F(Tern2Skinny, ExtremeCodesAndXStayExact) {
-    for (int64_t k : {int64_t{4096}, int64_t{32768}}) {
-        for (int64_t m : {16, 32}) {
+    for (int64_t k : {int64_t{3072}, int64_t{4096}, int64_t{32768}}) {
+        for (int64_t m : {16, 32, 48}) {
+            if (m > 32 && k > 3072) continue;
             if (trit::kernels::tern2_skinny_needs_cluster(k) && !clusters()) continue;
             ProductCase c;
             c.format = Format::kTern2;
@@ -103,11 +106,12 @@ TEST_F(Tern2Skinny, OutputsOffSixteenByteAlignmentStayExact) {
     }
 }
 
-TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToThirtyTwoTokens) {
-    for (int64_t m : {2, 7, 16, 17, 32}) {
+TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToFortyEightTokens) {
+    for (int64_t m : {2, 7, 16, 17, 32, 33, 48}) {
         ProductCase c;
         c.format = Format::kTern2;
-        c.m = m, c.n = 2056, c.k = 14336, c.group = 14336;  // m > 16: n and k >= 2048
+        c.k = m > 32 ? 3072 : 14336;  // m > 32: k <= 3072
+        c.m = m, c.n = 2056, c.group = c.k;  // m > 16: n and k >= 2048
         c.seed = 40 + static_cast<uint64_t>(m);
         SCOPED_TRACE(trit::gputest::describe(c));
         trit::gputest::check_product_case(c, ProductPath::kAuto);
@@ -126,7 +130,9 @@ TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 16, 4096), "");
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 32768, codes), x, 1, 1 << 20), "");
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 32, 4096), "");
-    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 33, 4096), HasSubstr("m must be in 1..32"));
+    EXPECT_EQ(tern2_skinny_rejects(tern2(4, 3072, codes), x, 48, 3072), "");
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3136, codes), x, 33, 3136), HasSubstr("m > 32 needs k <= 3072"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3072, codes), x, 49, 3072), HasSubstr("m must be in 1..48"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 100, codes), x, 2, 100), HasSubstr("k must be a multiple of 64"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 32832, codes), x, 2, 32832), HasSubstr("k must be <= 32768"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 2, 2048), HasSubstr("one scale group"));
@@ -187,6 +193,26 @@ TEST(Tern2SkinnyContract, ClustersPerCallByTilesAndResidency) {
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
         EXPECT_THAT(e.what(), HasSubstr("tiles, resident clusters, SMs and cluster size must be >= 1 (got 0, 132, 132, 1)"));
+    }
+}
+
+TEST(Tern2SkinnyContract, RoundTilesCoverTheBusiestClusterWhereTheyCan) {
+    using trit::kernels::tern2_skinny_round_tiles;
+    // {tiles the busiest cluster walks, CTAs per cluster, warps, largest round, round}: the
+    // smallest divisor of 2 C W that covers them, else the largest within the limit.
+    const int table[][5] = {{1, 1, 16, 8, 1}, {2, 1, 10, 8, 2},  {3, 1, 16, 8, 4},  {3, 1, 10, 8, 4},
+                            {4, 1, 10, 8, 4}, {5, 1, 10, 8, 5},  {6, 1, 10, 8, 5},
+                            {7, 1, 8, 8, 8},  {20, 1, 16, 8, 8}, {20, 1, 12, 8, 8}, {3, 7, 8, 8, 4},
+                            {2, 1, 9, 8, 2},  {2, 1, 1, 8, 2},   {3, 1, 1, 8, 2},   {9, 8, 16, 8, 8}};
+    for (const auto& row : table) {
+        EXPECT_EQ(tern2_skinny_round_tiles(row[0], row[1], row[2], row[3]), row[4])
+            << "tiles " << row[0] << ", cluster " << row[1] << ", warps " << row[2] << ", at most " << row[3];
+    }
+    try {
+        tern2_skinny_round_tiles(0, 1, 16, 8);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("tiles, cluster size, warps and round size must be >= 1 (got 0, 1, 16, 8)"));
     }
 }
 

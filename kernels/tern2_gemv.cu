@@ -338,6 +338,11 @@ void tern2_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         if (clusters) return tern2_skinny(w, x, m, group, out, stream);
         if (!tern2_gemv_mma_rejects(w, x, m, group).empty()) return tern2_gemm(w, x, m, group, out, stream);
     }
+    if (m > kTern2GemvMmaMaxM) {  // no kernel of the path takes it: name the skinny kernel's rule
+        check_product("tern2_gemv", w, x, m, group, out);
+        TRIT_CHECK(false, "tern2_gemv (m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
+                   "): ", tern2_gemv_rejects(w, x, m, group));
+    }
     tern2_gemv_mma(w, x, m, group, out, stream);
 }
 

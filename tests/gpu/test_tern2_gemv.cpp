@@ -142,14 +142,18 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
     EXPECT_THAT(tern2_gemv_rejects(tern2(4096, 4096, codes), x, 33, 4096), HasSubstr("m > 32 needs k <= 3072"));
     // m = 33..48 (session 33): n <= 8192, and above m = 40 k <= 2560 or n >= 3072.
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2560, 2560, codes), x, 48, 2560, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(8192, 3072, codes), x, 33, 3072, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 3072, codes), x, 40, 3072, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 3072, codes), x, 41, 3072, &why), ProductPath::kGemm) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(3072, 3072, codes), x, 48, 3072, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(8208, 2048, codes), x, 33, 2048, &why), ProductPath::kGemm) << why;
+    const struct {
+        int64_t n, k, m;
+        ProductPath path;
+    } wide[] = {{2560, 2560, 48, ProductPath::kGemv}, {8192, 3072, 33, ProductPath::kGemv},
+                {2048, 3072, 40, ProductPath::kGemv}, {2048, 3072, 41, ProductPath::kGemm},
+                {3072, 3072, 48, ProductPath::kGemv}, {8208, 2048, 33, ProductPath::kGemm},
+                {2560, 2560, 49, ProductPath::kGemm}};
+    for (const auto& c : wide) {
+        EXPECT_EQ(trit::kernels::choose_path(tern2(c.n, c.k, codes), x, c.m, c.k, &why), c.path)
+            << "n " << c.n << ", k " << c.k << ", m " << c.m << ": " << why;
+    }
     EXPECT_THAT(tern2_gemv_rejects(tern2(8208, 2048, codes), x, 33, 2048), HasSubstr("only when n <= 8192"));
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2560, 2560, codes), x, 49, 2560, &why), ProductPath::kGemm) << why;
     // Above m = 16 only where n and k are both >= 2048: the BWTA shapes go to the GEMM.
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 17, 2048, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 16, 2048, &why), ProductPath::kGemv) << why;

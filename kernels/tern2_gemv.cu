@@ -223,11 +223,12 @@ constexpr int64_t kSkinnySixGroupsMaxN = 8192;
 const char* skinny_declines(const PackedWeights& w, int64_t m) {
     if (m <= kSkinnyRegisterMaxM) return nullptr;
     if (w.n < kSkinnyWideMinDim || w.k < kSkinnyWideMinDim)
-        return "m = 17..48 runs here only when n and k are both >= 2048 (tern2_gemm is faster below)";
+        return "m = 17..48 runs here only when n and k are both >= 2048 "
+               "(tern2_gemm is faster below)";
     if (m <= kTern2SkinnyNarrowMaxM) return nullptr;
     if (w.n > kSkinnySixGroupsMaxN || (m > 40 && w.k > 2560 && w.n < 3072))
-        return "m = 33..48 runs here only when n <= 8192, and above m = 40 where k <= 2560 or n >= 3072 "
-               "(tern2_gemm is faster elsewhere)";
+        return "m = 33..48 runs here only when n <= 8192, and above m = 40 where k <= 2560 or "
+               "n >= 3072 (tern2_gemm is faster elsewhere)";
     return nullptr;
 }
 

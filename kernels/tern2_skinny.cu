@@ -22,19 +22,20 @@
 //
 // Sums. A warp's partial tile (16 rows x 8 tokens per group) goes into its CTA's round buffer
 // with shared int32 atomics (exact in any order). A round is R <= 8 tiles (R divides 2 C W, so
-// 16 R divides the cluster's threads; the smallest such R that covers the busiest cluster's tiles,
-// else the largest: tern2_skinny_round_tiles); at its end the cluster synchronises and cluster thread q
-// finishes the four rows 4 (q % 4R) .. + 3 of the round for tokens q / 4R, + C W 32 / 4R, ...:
-// it adds the C CTAs' 16-byte words of those rows (distributed shared memory, the C loads issued
-// together) and runs the shared epilogue, one 16-byte store per token where n % 4 = 0. Its rows'
-// weight scales and biases were loaded into registers when the round began (the first round's
-// before pdl_wait(), PackedWeights::pdl allowing, with the first tiles' weights); the tokens'
-// x scales are loaded once after pdl_wait() and stored to shared memory after the barrier that
-// follows the x loads, which they would otherwise delay. (One row a thread, with generic loads of
-// the peers' sums and x scales loaded per token, took up to 1.4 us more at m = 16.) Three
-// buffers rotate: those the CTA uses are zeroed before pdl_wait(); after that a buffer is zeroed
-// one round after its epilogue, once the round's synchronisation shows every peer has read it,
-// and only when a later round uses it again (one more synchronisation later).
+// 16 R divides the cluster's threads; the smallest such R that covers the busiest cluster's
+// tiles, else the largest: tern2_skinny_round_tiles); at its end the cluster synchronises and
+// cluster thread q finishes the four rows 4 (q % 4R) .. + 3 of the round for tokens q / 4R,
+// + C W 32 / 4R, ...: it adds the C CTAs' 16-byte words of those rows (distributed shared memory,
+// the C loads issued together) and runs the shared epilogue, one 16-byte store per token where
+// n % 4 = 0. Its rows' weight scales and biases were loaded into registers when the round began
+// (the first round's before pdl_wait(), PackedWeights::pdl allowing, with the first tiles'
+// weights); the tokens' x scales are loaded once after pdl_wait() and stored to shared memory
+// after the barrier that follows the x loads, which they would otherwise delay. (One row a
+// thread, with generic loads of the peers' sums and x scales loaded per token, took up to 1.4 us
+// more at m = 16.) Three buffers rotate: those the CTA uses are zeroed before pdl_wait(); after
+// that a buffer is zeroed one round after its epilogue, once the round's synchronisation shows
+// every peer has read it, and only when a later round uses it again (one more synchronisation
+// later).
 //
 // Launch. Under PDL a CTA lets the next kernel start either before its pdl_wait() or in its first
 // tile step with no weights left to request, x loaded (tern2_skinny_launches_late decides, from
@@ -86,21 +87,21 @@ __host__ __device__ constexpr int max_warps(int groups) {
 }
 constexpr int kBuffers = 3;
 constexpr int kGroupTokens = 8;  // tokens per mma (its n)
-// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336, 496 or 656
-// words (16, 24 or 32 tokens: at least 20 (tokens - 1) + 16, and 16 mod 32), so that the atomics
-// (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp: 32 consecutive rows
-// of two tiles, one token) fall in distinct banks.
+// A tile's sums in a round buffer: [token][row], token stride 20 and tile stride 336, 496, 656
+// or 976 words (16, 24, 32 or 48 tokens: at least 20 (tokens - 1) + 16, and 16 mod 32), so that
+// the atomics (lanes: token 2t + {0, 1}, row g + {0, 8}) and the epilogue's reads (a warp: 32
+// consecutive rows of two tiles, one token) fall in distinct banks.
 constexpr int kTokenStride = 20;
 __host__ __device__ constexpr int tile_stride(int groups) {
     // 20 (8 groups - 1) + 16 rounded up to 16 mod 32: 336, 496, 656, 976 for 2, 3, 4, 6 groups.
-    return groups <= 2 ? 336
-                       : 20 * (8 * groups - 1) + 16 + (16 - (20 * (8 * groups - 1) + 16) % 32 + 32) % 32;
+    const int least = 20 * (8 * groups - 1) + 16;
+    return groups <= 2 ? 336 : least + (16 - least % 32 + 32) % 32;
 }
 static_assert(tile_stride(3) == 496 && tile_stride(4) == 656 && tile_stride(6) == 976);
 __host__ __device__ constexpr int sums_words(int groups) {
     return kBuffers * kMaxRoundTiles * tile_stride(groups);
 }
-// Token groups 1.. of the 3- and 4-group kernels (m > 16): each lane's permuted x, 16 words per
+// Token groups 1.. of the 3-, 4- and 6-group kernels (m > 16): each lane's permuted x, 16 words per
 // group, in shared memory (the lane's own: written and read by the same thread), as uint4 words
 // [warp][group - 1][word q of 4][lane] so that a warp's reads of one q take 512 contiguous bytes.
 __host__ __device__ constexpr int smem_x_groups(int groups) {
@@ -111,7 +112,8 @@ constexpr size_t smem_bytes(int groups) {
            sizeof(uint4) * max_warps(groups) * smem_x_groups(groups) * 4 * kWarp;
 }
 static_assert(kTern2SkinnyMaxM == 6 * kGroupTokens);
-static_assert(smem_bytes(6) + sizeof(float) * kTern2SkinnyMaxM <= 227 * 1024, "one CTA's shared memory");
+static_assert(smem_bytes(6) + sizeof(float) * kTern2SkinnyMaxM <= 227 * 1024,
+              "one CTA's shared memory");
 
 struct SkinnyArgs {
     const uint8_t* codes;
@@ -195,10 +197,11 @@ __device__ __forceinline__ void store_quad(T* dst, const T (&v)[4], bool vector,
         if (j + e < n) dst[e] = v[e];
 }
 
-// kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3 or 4 (m <= 24 or 32,
-// groups 1.. of x in shared memory).
+// kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3, 4 or 6 (m <= 24, 32
+// or 48, groups 1.. of x in shared memory).
 template <int kGroups>
-__global__ void __launch_bounds__(max_warps(kGroups)* kWarp, 1) tern2_skinny_kernel(const SkinnyArgs a) {
+__global__ void __launch_bounds__(max_warps(kGroups) * kWarp, 1)
+    tern2_skinny_kernel(const SkinnyArgs a) {
     extern __shared__ int4 smem[];
     int32_t* const sums = reinterpret_cast<int32_t*>(smem);
     uint4* const xs = reinterpret_cast<uint4*>(sums + sums_words(kGroups));
@@ -290,7 +293,8 @@ __global__ void __launch_bounds__(max_warps(kGroups)* kWarp, 1) tern2_skinny_ker
     const float x_scale = x_scale_lane ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid] : 0.0f;
     // Above m = 32 a CTA of one warp (k <= 256) has fewer threads than tokens: a second each.
     const bool x_scale_lane2 = kGroups > 4 && tid + T < a.m && a.out.y != nullptr;
-    const float x_scale2 = x_scale_lane2 ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid + T] : 0.0f;
+    const float x_scale2 =
+        x_scale_lane2 ? a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : tid + T] : 0.0f;
     if (!a.prefetch) {
 #pragma unroll
         for (int i = 0; i < kDepth; ++i) ring[i] = load(i);
@@ -321,7 +325,7 @@ __global__ void __launch_bounds__(max_warps(kGroups)* kWarp, 1) tern2_skinny_ker
             }
         }
     }
-    __syncthreads();  // the zeroed buffers (and 3- and 4-group x) are visible to every warp
+    __syncthreads();  // the zeroed buffers (and x in shared memory) are visible to every warp
     if (x_scale_lane) x_scales[tid] = x_scale;  // read after the round's barrier
     if (x_scale_lane2) x_scales[tid + T] = x_scale2;
 
@@ -420,7 +424,8 @@ __global__ void __launch_bounds__(max_warps(kGroups)* kWarp, 1) tern2_skinny_ker
         // The previous round's buffer, when a round after the next one will use it again: every
         // peer read it before this round's synchronisation.
         if (r1 + a.round_tiles < my_tiles) {
-            int4* old = reinterpret_cast<int4*>(sums + ((buf + kBuffers - 1) % kBuffers) * buffer_words);
+            int4* old =
+                reinterpret_cast<int4*>(sums + ((buf + kBuffers - 1) % kBuffers) * buffer_words);
             for (int i = tid; i < buffer_words / 4; i += T)
                 old[i] = make_int4(0, 0, 0, 0);
         }
@@ -598,9 +603,10 @@ constexpr int kEarlyMinWarps = 8;
 // m = 48: 2048 x 2048 7.11-7.16 / 6.18-6.22; within 1 % at m = 2 and where a cluster walks more
 // than 8 tiles (14336 x 4096).
 int tern2_skinny_round_tiles(int64_t most, int cluster, int warps, int max_round) {
-    TRIT_CHECK(most >= 1 && cluster >= 1 && warps >= 1 && max_round >= 1,
-               "tern2_skinny_round_tiles: tiles, cluster size, warps and round size must be >= 1 (got ", most,
-               ", ", cluster, ", ", warps, ", ", max_round, ")");
+    TRIT_CHECK(
+        most >= 1 && cluster >= 1 && warps >= 1 && max_round >= 1,
+        "tern2_skinny_round_tiles: tiles, cluster size, warps and round size must be >= 1 (got ",
+        most, ", ", cluster, ", ", warps, ", ", max_round, ")");
     const int threads_quads = 2 * cluster * warps;
     int largest = 1;
     for (int r = 1; r <= max_round; ++r) {

@@ -25,8 +25,8 @@
 namespace trit::kernels {
 
 constexpr int64_t kTern2SkinnyMaxM = 48;
-constexpr int64_t kTern2SkinnyNarrowMaxM = 32;   // above it (five or six token groups):
-constexpr int64_t kTern2SkinnyWideMaxK = 3072;   // k at most this
+constexpr int64_t kTern2SkinnyNarrowMaxM = 32;  // above it (five or six token groups):
+constexpr int64_t kTern2SkinnyWideMaxK = 3072;  // k at most this
 constexpr int64_t kTern2SkinnyMaxK = 32768;
 constexpr int64_t kTern2SkinnyMaxN = (int64_t{1} << 35) - 16;  // 16-row tiles < 2^31
 

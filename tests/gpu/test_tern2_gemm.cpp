@@ -339,10 +339,9 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
         const char* picks;  // m = 32, 64, 128
     };
     const std::vector<Case> cases = {
-        {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"},
-        {4096, 4096, "MMW"},  {2560, 6912, "MMW"},  {2560, 2560, "MMW"},
-        {3072, 768, "WWW"},   {768, 3072, "MMM"},   {768, 768, "WWW"},
-        {1024, 1024, "MWW"},  {256, 768, "WWW"},
+        {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"}, {4096, 4096, "MMW"},
+        {2560, 6912, "MMW"},  {2560, 2560, "MMW"},  {3072, 768, "WWW"},  {768, 3072, "MMM"},
+        {768, 768, "WWW"},    {1024, 1024, "MWW"},  {256, 768, "WWW"},
     };
     const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
     for (const Case& c : cases) {
@@ -369,10 +368,12 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     const struct {
         int64_t m, n, k;
         bool wgmma;
-    } short_k[] = {{24, 768, 768, false}, {24, 1024, 768, false}, {17, 1536, 768, true}, {24, 2560, 768, true},
-                   {17, 768, 512, true},  {24, 512, 512, false},  {24, 1024, 1024, false}, {16, 2560, 768, false}};
+    } short_k[] = {{24, 768, 768, false},   {24, 1024, 768, false}, {17, 1536, 768, true},
+                   {24, 2560, 768, true},   {17, 768, 512, true},   {24, 512, 512, false},
+                   {24, 1024, 1024, false}, {16, 2560, 768, false}};
     for (const auto& c : short_k) {
-        SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m));
+        SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                     " m=" + std::to_string(c.m));
         EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0, 132),
                   sm90 && c.wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     }

@@ -117,14 +117,18 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
         trit::kernels::tern2_gemv(tern2(2056, 3072, codes), x, 48, 3072, out, nullptr);
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("tern2_gemv (m=48, n=2056, k=3072, group=3072): m = 33..48 runs here only "
-                                        "when n <= 8192, and above m = 40 where k <= 2560 or n >= 3072"));
+        EXPECT_THAT(
+            e.what(),
+            HasSubstr("tern2_gemv (m=48, n=2056, k=3072, group=3072): m = 33..48 runs here only "
+                      "when n <= 8192, and above m = 40 where k <= 2560 or n >= 3072"));
     }
     try {
         trit::kernels::tern2_gemv(tern2(4096, 4096, codes), x, 33, 4096, out, nullptr);
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("tern2_gemv (m=33, n=4096, k=4096, group=4096): m > 32 needs k <= 3072"));
+        EXPECT_THAT(
+            e.what(),
+            HasSubstr("tern2_gemv (m=33, n=4096, k=4096, group=4096): m > 32 needs k <= 3072"));
     }
 }
 
@@ -140,7 +144,8 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 16, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 32, 4096, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
-    EXPECT_THAT(tern2_gemv_rejects(tern2(4096, 4096, codes), x, 33, 4096), HasSubstr("m > 32 needs k <= 3072"));
+    EXPECT_THAT(tern2_gemv_rejects(tern2(4096, 4096, codes), x, 33, 4096),
+                HasSubstr("m > 32 needs k <= 3072"));
     // m = 33..48 (session 33): n <= 8192, and above m = 40 k <= 2560 or n >= 3072.
     const struct {
         int64_t n, k, m;
@@ -153,7 +158,8 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
         EXPECT_EQ(trit::kernels::choose_path(tern2(c.n, c.k, codes), x, c.m, c.k, &why), c.path)
             << "n " << c.n << ", k " << c.k << ", m " << c.m << ": " << why;
     }
-    EXPECT_THAT(tern2_gemv_rejects(tern2(8208, 2048, codes), x, 33, 2048), HasSubstr("only when n <= 8192"));
+    EXPECT_THAT(tern2_gemv_rejects(tern2(8208, 2048, codes), x, 33, 2048),
+                HasSubstr("only when n <= 8192"));
     // Above m = 16 only where n and k are both >= 2048: the BWTA shapes go to the GEMM.
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 17, 2048, &why), ProductPath::kGemv) << why;
     EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 16, 2048, &why), ProductPath::kGemv) << why;

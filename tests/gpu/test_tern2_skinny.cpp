@@ -53,8 +53,8 @@ TEST_F(Tern2Skinny, MatchesTheReferenceOverTheShapeTable) {
         {25, 20, 32768},  {32, 30001, 256}, {17, 20000, 4160}, {32, 2049, 2560}, {32, 48, 14336},
         {16, 50, 8192},   {16, 50, 8256},   {3, 4100, 8256},   {16, 33, 14336},  {16, 9, 14400},
         {24, 70, 11008},  {8, 3000, 11008}, {16, 4096, 14336}, {5, 5000, 14336}, {16, 3072, 768},
-        {2, 3072, 768},   {8, 2560, 2560},  {33, 40, 2560},   {48, 17, 3072},   {48, 7, 64},
-        {48, 2049, 2560}, {40, 30001, 256}, {47, 65, 1024},   {48, 160, 3072},  {41, 3, 768},
+        {2, 3072, 768},   {8, 2560, 2560},  {33, 40, 2560},    {48, 17, 3072},   {48, 7, 64},
+        {48, 2049, 2560}, {40, 30001, 256}, {47, 65, 1024},    {48, 160, 3072},  {41, 3, 768},
     };
     uint64_t seed = 500;
     for (const Shape& s : shapes) {
@@ -110,7 +110,8 @@ TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToFortyEightTokens) {
     for (int64_t m : {2, 7, 16, 17, 32, 33, 48}) {
         ProductCase c;
         c.format = Format::kTern2;
-        c.k = m > 32 ? 2560 : 14336;  // m > 32: k <= 3072 (and k <= 2560 above m = 40 below 3072 rows)
+        c.k = m > 32 ? 2560
+                     : 14336;  // m > 32: k <= 3072 (and k <= 2560 above m = 40 below 3072 rows)
         c.m = m, c.n = 2056, c.group = c.k;  // m > 16: n and k >= 2048
         c.seed = 40 + static_cast<uint64_t>(m);
         SCOPED_TRACE(trit::gputest::describe(c));
@@ -131,8 +132,10 @@ TEST(Tern2SkinnyContract, RejectsShapesOffItsRulesNamingThem) {
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 32768, codes), x, 1, 1 << 20), "");
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 4096, codes), x, 32, 4096), "");
     EXPECT_EQ(tern2_skinny_rejects(tern2(4, 3072, codes), x, 48, 3072), "");
-    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3136, codes), x, 33, 3136), HasSubstr("m > 32 needs k <= 3072"));
-    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3072, codes), x, 49, 3072), HasSubstr("m must be in 1..48"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3136, codes), x, 33, 3136),
+                HasSubstr("m > 32 needs k <= 3072"));
+    EXPECT_THAT(tern2_skinny_rejects(tern2(4, 3072, codes), x, 49, 3072),
+                HasSubstr("m must be in 1..48"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 100, codes), x, 2, 100), HasSubstr("k must be a multiple of 64"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 32832, codes), x, 2, 32832), HasSubstr("k must be <= 32768"));
     EXPECT_THAT(tern2_skinny_rejects(tern2(4, 4096, codes), x, 2, 2048), HasSubstr("one scale group"));
@@ -200,19 +203,22 @@ TEST(Tern2SkinnyContract, RoundTilesCoverTheBusiestClusterWhereTheyCan) {
     using trit::kernels::tern2_skinny_round_tiles;
     // {tiles the busiest cluster walks, CTAs per cluster, warps, largest round, round}: the
     // smallest divisor of 2 C W that covers them, else the largest within the limit.
-    const int table[][5] = {{1, 1, 16, 8, 1}, {2, 1, 10, 8, 2},  {3, 1, 16, 8, 4},  {3, 1, 10, 8, 4},
-                            {4, 1, 10, 8, 4}, {5, 1, 10, 8, 5},  {6, 1, 10, 8, 5},
-                            {7, 1, 8, 8, 8},  {20, 1, 16, 8, 8}, {20, 1, 12, 8, 8}, {3, 7, 8, 8, 4},
-                            {2, 1, 9, 8, 2},  {2, 1, 1, 8, 2},   {3, 1, 1, 8, 2},   {9, 8, 16, 8, 8}};
+    const int table[][5] = {
+        {1, 1, 16, 8, 1}, {2, 1, 10, 8, 2}, {3, 1, 16, 8, 4}, {3, 1, 10, 8, 4},  {4, 1, 10, 8, 4},
+        {5, 1, 10, 8, 5}, {6, 1, 10, 8, 5}, {7, 1, 8, 8, 8},  {20, 1, 16, 8, 8}, {20, 1, 12, 8, 8},
+        {3, 7, 8, 8, 4},  {2, 1, 9, 8, 2},  {2, 1, 1, 8, 2},  {3, 1, 1, 8, 2},   {9, 8, 16, 8, 8}};
     for (const auto& row : table) {
         EXPECT_EQ(tern2_skinny_round_tiles(row[0], row[1], row[2], row[3]), row[4])
-            << "tiles " << row[0] << ", cluster " << row[1] << ", warps " << row[2] << ", at most " << row[3];
+            << "tiles " << row[0] << ", cluster " << row[1] << ", warps " << row[2] << ", at most "
+            << row[3];
     }
     try {
         tern2_skinny_round_tiles(0, 1, 16, 8);
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("tiles, cluster size, warps and round size must be >= 1 (got 0, 1, 16, 8)"));
+        EXPECT_THAT(
+            e.what(),
+            HasSubstr("tiles, cluster size, warps and round size must be >= 1 (got 0, 1, 16, 8)"));
     }
 }
 

@@ -106,30 +106,21 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     int32_t acc[1];
     trit::kernels::ProductOut out;
     out.acc = acc;
-    try {
-        trit::kernels::tern2_gemv(tern2(4, 100, codes), x, 2, 100, out, nullptr);
-        ADD_FAILURE() << "expected trit::Error";
-    } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("tern2_gemv (m=2, n=4, k=100, group=100): k must be a multiple of 64"));
-    }
+    auto expect_error = [&](int64_t n, int64_t k, int64_t m, const std::string& what) {
+        try {
+            trit::kernels::tern2_gemv(tern2(n, k, codes), x, m, k, out, nullptr);
+            ADD_FAILURE() << "expected trit::Error";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr(what));
+        }
+    };
+    expect_error(4, 100, 2, "tern2_gemv (m=2, n=4, k=100, group=100): k must be a multiple of 64");
     // Above m = 8 the error names the skinny kernel's rule, or the dispatch rule that keeps it off.
-    try {
-        trit::kernels::tern2_gemv(tern2(2056, 3072, codes), x, 48, 3072, out, nullptr);
-        ADD_FAILURE() << "expected trit::Error";
-    } catch (const trit::Error& e) {
-        EXPECT_THAT(
-            e.what(),
-            HasSubstr("tern2_gemv (m=48, n=2056, k=3072, group=3072): m = 33..48 runs here only "
-                      "when n <= 8192, and above m = 40 where k <= 2560 or n >= 3072"));
-    }
-    try {
-        trit::kernels::tern2_gemv(tern2(4096, 4096, codes), x, 33, 4096, out, nullptr);
-        ADD_FAILURE() << "expected trit::Error";
-    } catch (const trit::Error& e) {
-        EXPECT_THAT(
-            e.what(),
-            HasSubstr("tern2_gemv (m=33, n=4096, k=4096, group=4096): m > 32 needs k <= 3072"));
-    }
+    expect_error(2056, 3072, 48,
+                 "tern2_gemv (m=48, n=2056, k=3072, group=3072): m = 33..48 runs here only when "
+                 "n <= 8192, and above m = 40 where k <= 2560 or n >= 3072");
+    expect_error(4096, 4096, 33,
+                 "tern2_gemv (m=33, n=4096, k=4096, group=4096): m > 32 needs k <= 3072");
 }
 
 TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {

@@ -232,12 +232,8 @@ const char* skinny_declines(const PackedWeights& w, int64_t m) {
     return nullptr;
 }
 
-bool skinny_pays(const PackedWeights& w, int64_t m) {
-    return skinny_declines(w, m) == nullptr;
-}
-
 bool skinny_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    return (m > 1 || !tern2_skinny_needs_cluster(w.k)) && skinny_pays(w, m) &&
+    return (m > 1 || !tern2_skinny_needs_cluster(w.k)) && skinny_declines(w, m) == nullptr &&
            tern2_skinny_rejects(w, x, m, group).empty();
 }
 

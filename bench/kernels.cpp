@@ -259,7 +259,7 @@ std::string tern2_gemm_label(int64_t m, int64_t n, int64_t k, int64_t group, int
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    if (kn::tern2_gemm_auto_kernel(m, n, k, group, major, minor, sms) != kn::Tern2GemmVariant::kWgmma)
+    if (kn::tern2_gemm_auto_kernel(m, n, k, group, major, minor) != kn::Tern2GemmVariant::kWgmma)
         return "mma_sync";
     const kn::detail::Tern2GemmSm90Tile t = kn::detail::tern2_gemm_sm90_tile(m, n, k, sms);
     const bool sk = t.tokens == 128 && kn::detail::tern2_gemm_sm90_stream_k(m, n, k, sms);

@@ -2,6 +2,8 @@
 // launchers never form clusters.
 #pragma once
 
+#include <cstdint>
+
 namespace trit::kernels::detail {
 
 // barrier.cluster without its release (arrive.relaxed, then wait): for a kernel's last cluster
@@ -17,6 +19,25 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
         "barrier.cluster.arrive.relaxed.aligned;\n"
         "barrier.cluster.wait.aligned;" ::: "memory");
 #endif
+}
+
+// The 16-byte word at `local` (a shared-memory address) in the shared memory of the cluster's CTA
+// `rank`: ld.shared::cluster, where a pointer from map_shared_rank() would make a generic load.
+__device__ __forceinline__ int4 peer_int4(const int32_t* local, int rank) {
+    int4 v = make_int4(0, 0, 0, 0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t mine = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+    uint32_t theirs = 0;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(theirs) : "r"(mine), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(theirs)
+                 : "memory");
+#else
+    (void)local;
+    (void)rank;
+#endif
+    return v;
 }
 
 }  // namespace trit::kernels::detail

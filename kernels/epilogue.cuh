@@ -42,4 +42,18 @@ __device__ __forceinline__ void store_output(const ProductOut& o, int64_t n, int
     o.y[i * n + j] = epilogue_finish(o, s, i, j);
 }
 
+// Outputs dst[0 .. 3] of one token, columns j .. j + 3 of n: one 16-byte store of a V (int4 or
+// float4) where `vector` (n % 4 = 0, the output 16-byte aligned), else one store per column < n.
+template <typename V, typename T>
+__device__ __forceinline__ void store_quad(T* dst, const T (&v)[4], bool vector, int64_t j,
+                                           int64_t n) {
+    if (vector) {
+        *reinterpret_cast<V*>(dst) = V{v[0], v[1], v[2], v[3]};
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+        if (j + e < n) dst[e] = v[e];
+}
+
 }  // namespace trit::kernels::detail

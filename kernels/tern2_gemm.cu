@@ -75,6 +75,8 @@ struct GemmArgs {
     int64_t m, n, k, group, groups;
     int ktiles;  // ceil(k / KS)
     ProductOut out;
+    bool codes_early;  // PackedWeights::pdl: the first k-tiles of codes load before pdl_wait()
+    bool vector_out;   // n % 4 = 0 and y (acc) 16-byte aligned: 16-byte stores of 4 outputs
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -154,18 +156,23 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
     const int kt0 = static_cast<int>(int64_t{a.ktiles} * split / splits);
     const int kt1 = static_cast<int>(int64_t{a.ktiles} * (split + 1) / splits);
 
-    // Copies k-tile kt into ring slot `slot`; rows past m / n and columns past k are zero-filled.
-    auto load_tile = [&](int slot, int kt) {
+    // Copies k-tile kt of x (of the codes) into ring slot `slot`; rows past m / n and columns past
+    // k are zero-filled.
+    auto load_x = [&](int slot, int kt) {
         uint8_t* xs = smem + slot * T::kStageBytes;
-        uint8_t* cs = xs + T::kBM * T::kXStride;
         const int64_t col = int64_t{kt} * kKS;
-        constexpr int kXGran = kKS / kGranule, kCGran = kKS / kChunk;
+        constexpr int kXGran = kKS / kGranule;
         for (int q = tid; q < T::kBM * kXGran; q += T::kThreads) {
             const int r = q / kXGran, u = q % kXGran;
             const bool ok = m0 + r < a.m && col + u * kGranule < a.k;
             const int8_t* src = ok ? a.x + (m0 + r) * a.k + col + u * kGranule : a.x;
             cp_async16(smem_addr(xs + r * T::kXStride + u * kGranule), src, ok);
         }
+    };
+    auto load_codes = [&](int slot, int kt) {
+        uint8_t* cs = smem + slot * T::kStageBytes + T::kBM * T::kXStride;
+        const int64_t col = int64_t{kt} * kKS;
+        constexpr int kCGran = kKS / kChunk;
         for (int q = tid; q < T::kBN * kCGran; q += T::kThreads) {
             const int r = q / kCGran, u = q % kCGran;
             const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
@@ -175,16 +182,31 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
             cp_async16(smem_addr(cs + r * T::kCStride + u * kGranule), src, ok);
         }
     };
+    auto load_tile = [&](int slot, int kt) {
+        load_x(slot, kt);
+        load_codes(slot, kt);
+    };
 
     int32_t acc[kMI][kNI][4] = {};
     // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
     int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
 
-    // Launched with PDL: x, and y below, may be the previous kernel's.
+    // Launched with PDL: x, and y below, may be the previous kernel's; the codes only where
+    // PackedWeights::pdl says otherwise, and then the first stages' codes load before the wait, in
+    // a commit group of their own ahead of the stages' groups (which the waits below count).
+    const bool early = a.codes_early;
+    if (early) {
+        for (int s = 0; s < kStages - 1; ++s)
+            if (kt0 + s < kt1) load_codes(s, kt0 + s);
+        cp_async_commit();
+    }
     detail::pdl_wait();
     for (int s = 0; s < kStages - 1; ++s) {
-        if (kt0 + s < kt1) load_tile(s, kt0 + s);
+        if (kt0 + s < kt1) {
+            load_x(s, kt0 + s);
+            if (!early) load_codes(s, kt0 + s);
+        }
         cp_async_commit();  // empty groups keep the wait count uniform
     }
     for (int kt = kt0; kt < kt1; ++kt) {
@@ -285,43 +307,74 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
                 *reinterpret_cast<uint2*>(red + r * T::kRedStride + col) = v;
             }
 
-    // Split k: the S CTAs of a cluster hold partial tiles; CTA `rank` sums and stores the
-    // elements rank * threads + tid, stepping by S * threads, reading its peers' shared memory.
-    int rank = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    if (splits > 1) {
-        cg::this_cluster().sync();
-        rank = static_cast<int>(cg::this_cluster().block_rank());
-    } else {
+    if constexpr (kGrouped) {
+        // One CTA per tile (the launcher never splits grouped products): y from the finished
+        // groups' float sums.
         __syncthreads();
-    }
-#else
-    __syncthreads();  // splits == 1 before sm_90 (the launcher's rule)
-#endif
-    for (int e = rank * T::kThreads + tid; e < T::kBM * T::kBN; e += splits * T::kThreads) {
-        const int r = e / T::kBN, col = e % T::kBN;
-        const int64_t oi = m0 + r, oj = n0 + col;
-        if (oi >= a.m || oj >= a.n) continue;
-        const int off = r * T::kRedStride + col;
-        if constexpr (kGrouped) {
-            a.out.y[oi * a.n + oj] =
-                detail::epilogue_finish(a.out, __uint_as_float(red[off]), oi, oj);
-        } else {
-            int32_t sum = static_cast<int32_t>(red[off]);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            if (splits > 1) {
-                sum = 0;
-                for (int q = 0; q < splits; ++q)
-                    sum += static_cast<int32_t>(cg::this_cluster().map_shared_rank(red, q)[off]);
-            }
-#endif
-            detail::store_output(a.out, a.n, 1, oi, oj, [&](int64_t) { return sum; });
+        for (int e = tid; e < T::kBM * T::kBN; e += T::kThreads) {
+            const int r = e / T::kBN, col = e % T::kBN;
+            const int64_t oi = m0 + r, oj = n0 + col;
+            if (oi < a.m && oj < a.n)
+                a.out.y[oi * a.n + oj] = detail::epilogue_finish(
+                    a.out, __uint_as_float(red[r * T::kRedStride + col]), oi, oj);
         }
-    }
+    } else {
+        // Split k: the S CTAs of a cluster hold partial tiles. A thread finishes four outputs (one
+        // token, weights j .. j + 3): quads rank * threads + tid, stepping by S * threads, with one
+        // 16-byte load per CTA of the cluster (ld.shared::cluster for the peers), issued together,
+        // and one 16-byte store where vector_out.
+        int rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (splits > 1) detail::cluster_sync_relaxed();  // peers may still read this CTA's tile
+        if (splits > 1) {
+            cooperative_groups::this_cluster().sync();
+            rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
+        } else {
+            __syncthreads();
+        }
+#else
+        __syncthreads();  // splits == 1 before sm_90 (the launcher's rule)
 #endif
+        constexpr int kQuads = T::kBN / 4;
+        for (int q = rank * T::kThreads + tid; q < T::kBM * kQuads; q += splits * T::kThreads) {
+            const int r = q / kQuads, col = q % kQuads * 4;
+            const int64_t oi = m0 + r, oj = n0 + col;
+            if (oi >= a.m || oj >= a.n) continue;
+            const int32_t* word = reinterpret_cast<const int32_t*>(red + r * T::kRedStride + col);
+            int4 part[kMaxSplit];
+#pragma unroll
+            for (int c = 0; c < kMaxSplit; ++c) {
+                part[c] = make_int4(0, 0, 0, 0);
+                if (c < splits)
+                    part[c] = c == rank ? *reinterpret_cast<const int4*>(word)
+                                        : detail::peer_int4(word, c);
+            }
+            int32_t sum[4] = {};
+#pragma unroll
+            for (int c = 0; c < kMaxSplit; ++c) {
+                sum[0] += part[c].x, sum[1] += part[c].y;
+                sum[2] += part[c].z, sum[3] += part[c].w;
+            }
+            const int64_t at = oi * a.n + oj;
+            if (a.out.acc != nullptr) {
+                detail::store_quad<int4>(a.out.acc + at, sum, a.vector_out, oj, a.n);
+                continue;
+            }
+            // store_output's arithmetic for one group; weights past n repeat weight j's scales.
+            const float sx = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : oi];
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int64_t j = oj + e < a.n ? oj + e : oj;
+                const float ws = a.out.w_scale[a.out.w_scale_rows == 1 ? 0 : j];
+                const float b = a.out.bias != nullptr ? a.out.bias[j] : 0.0f;
+                v[e] = __fadd_rn(__fmul_rn(detail::epilogue_add(0.0f, ws, sum[e]), sx), b);
+            }
+            detail::store_quad<float4>(a.out.y + at, v, a.vector_out, oj, a.n);
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (splits > 1) detail::cluster_sync_relaxed();  // peers may still read this CTA's tile
+#endif
+    }
 }
 
 template <class T, bool kGrouped>
@@ -358,36 +411,25 @@ bool aligned16(const void* p) {
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 std::atomic<int> g_tokens{0};
 
-// Whether auto dispatch sends a one-group call to the wgmma kernel on an H100. Its CTAs own
-// (128 tokens, 128 or 256 weights) tiles, so its time hardly changes up to m = 128, and it needs
-// enough tiles (n / 128) to fill the GPU, or stream-K (few tiles, long k); the mma.sync kernel's
-// time grows with m. Measured crossover with stream-K (H100, 2026-11-23, `trit bench kernels
-// --formats tern2 --m 32,64,128 --paths gemm.mma_sync,gemm.wgmma`, docs/BENCHMARKS.md session
-// 13; mma.sync vs wgmma, us): from 48 tiles at every m > 16 (14336x4096, m = 32: 38.7 vs 22.6;
-// 6912x2560: 15.6 vs 14.5); with stream-K from 32 tiles (4096x14336, m = 32: 34.4 vs 31.4) and
-// at m >= 128 from fewer (2560x6912: 25.2 vs 21.0); at m >= 128 from 24 tiles (3072x768: 11.6 vs
-// 9.3, 4096x4096: 33.2 vs 19.7, but 2560x2560, 20 tiles: 14.0 vs 14.9), which holds at m = 256
-// (session 17: 768x3072, 12 tiles, 11.8 vs 13.3; every other default shape has >= 24 tiles there
-// or k <= 1024, and wgmma wins); above m = 256 always (768x3072 at m = 384: 17.3 vs 13.3). Since
-// the wgmma kernel takes 96-token tiles below m = 256 (session 32), from 20 tiles at m >= 128:
-// 2560x2560 at m = 128, 11.90 vs 10.77.
-// Short k (<= 1024, 8 k-tiles), both kernels under PDL (session 15; wgmma against mma.sync, us):
-// wgmma from m = 64, and above m = 16 from 24 tiles (3072x768 at m = 24 / 32 / 64: 6.07 / 6.17 /
-// 6.51 against 6.45 / 7.14 / 9.35; 768x768 at m = 64 / 128: 6.53 / 6.91 against 8.06 / 8.32, but
-// 6 tiles at m = 24: 6.21 against 5.48). With 96-token tiles, k <= 768 (session 33, two
-// processes, us): from m = 32 on every n from 256 (256 x 768 at m = 32 / 48: 5.20 / 5.29 against
-// 5.60 / 6.23; 768 x 768 5.26 / 5.36 against 5.69 / 6.35), and at m = 17..31 from 1536 rows
-// (2560 x 768 at m = 24: 5.12 against 5.87), or 768 where k <= 512 (768 x 512: 4.49 against
-// 5.08); below that mma.sync (768 x 768 at m = 24: 5.21 against 5.08). k = 1024 stays on the
-// rule above (1024 x 1024 at m = 48: 6.12 against 5.48).
-bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
-    const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
-    const bool stream_k = detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
+// Whether auto dispatch sends a one-group call to the wgmma kernel on an sm_90 device. Its CTAs
+// own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256 (one wave
+// or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k <= 1024
+// with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x 4096,
+// m = 40 to 256, both kernels forced; the rule picks the faster kernel on all 144 cases, but for
+// 768 x 768 at m = 256 (a tie, 5.62 against 5.58 us)): mma.sync while
+//   - k <= 1024: n m <= 147456 (3072 x 768 at m = 48 / 56: 4.80 / 5.59 against 5.29 / 5.38;
+//     1024 x 1024 at m = 128 / 160: 5.45 / 6.52 against 6.39 / 6.36);
+//   - k <= 4096: n ceil(m / 64) <= 5120 (2560 x 2560 at m = 128 / 160: 9.79 / 12.71 against
+//     11.01 / 11.03; 4096 x 4096 at m = 64 / 80: 12.40 / 24.60 against 15.43 / 15.44);
+//   - longer k (stream-K): n ceil(m / 64) <= 2560 (2560 x 6912 at m = 64 / 80: 13.77 / 20.85
+//     against 18.06 / 18.21; 4096 x 11008 at m = 40: 24.90 against 24.32);
+// wgmma above m = 256 (H100, session 17: 768 x 3072 at m = 384, 17.3 against 13.3).
+bool wgmma_pays(int64_t m, int64_t n, int64_t k) {
     if (m > 256) return true;
-    if (m > 16 && k <= 1024 && (m >= 64 || tiles >= 24)) return true;
-    if (m > 16 && k <= 768 && (m >= 32 || n >= (k <= 512 ? 768 : 1536))) return true;
-    if (m >= 128) return tiles >= 20 || stream_k;
-    return m > 16 && (tiles >= 48 || (stream_k && tiles >= 32));
+    if (m <= 16) return false;
+    if (k <= 1024) return n * m > 147456;
+    const int64_t width = n * fmt::ceil_div(m, int64_t{64});
+    return width > (k <= 4096 ? 5120 : 2560);
 }
 
 }  // namespace
@@ -414,9 +456,9 @@ bool wgmma_runs(int64_t k, int64_t group, int cc_major, int cc_minor) {
 
 }  // namespace
 
-Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group, int cc_major,
-                                        int cc_minor, int sms) {
-    const bool wgmma = wgmma_runs(k, group, cc_major, cc_minor) && wgmma_pays(m, n, k, sms);
+Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group,
+                                        int cc_major, int cc_minor) {
+    const bool wgmma = wgmma_runs(k, group, cc_major, cc_minor) && wgmma_pays(m, n, k);
     return wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
 }
 
@@ -478,7 +520,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     }
     if (forced_wgmma ||
         (variant == Tern2GemmVariant::kAuto &&
-         tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) == Tern2GemmVariant::kWgmma)) {
+         tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor) == Tern2GemmVariant::kWgmma)) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;
@@ -502,6 +544,9 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     a.groups = fmt::acc_num_groups(w.k, group);
     a.ktiles = 0;
     a.out = out;
+    a.codes_early = w.pdl;
+    const void* dst = out.acc != nullptr ? static_cast<const void*>(out.acc) : out.y;
+    a.vector_out = w.n % 4 == 0 && aligned16(dst);
     // The tile by m (see the Tile aliases); G = 1 and G > 1 are separate kernels so that the
     // one-group path carries no group bookkeeping.
     if (a.groups == 1) {

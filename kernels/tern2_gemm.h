@@ -2,8 +2,8 @@
 // block clusters on sm_90): the product dispatcher's kGemm kernel for tern2 (kernels/product.h),
 // for many tokens (auto dispatch sends m >= 9). Bit-exact acc and fused-epilogue y. Both kernels
 // launch with PDL (kernels/pdl.cuh): the next kernel on the stream starts as this one's CTAs
-// finish their main loops (mma.sync) or start (the persistent wgmma kernel), and the wgmma
-// kernel's first k-tiles of codes load before the previous kernel ends when PackedWeights::pdl.
+// finish their main loops (mma.sync) or start (the persistent wgmma kernel), and both kernels'
+// first k-tiles of codes load before the previous kernel ends when PackedWeights::pdl.
 //
 // Contract (besides check_product's), each rule named in the error when broken:
 //   - k % 64 == 0: packed rows of k / 4 bytes stay 16-byte aligned for cp.async, and one 64-column
@@ -17,10 +17,16 @@
 // Kernels: the mma.sync kernel below takes every call of the contract. The sm_90a wgmma kernel
 // (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N, stream-K
 // where a few tiles meet a long k) takes one-scale-group calls on a compute capability 9.0
-// device where it measured faster: m > 256; m >= 128 with >= 24 tiles of 128 x 128 or under
-// stream-K; k <= 1024 with m >= 64, or with m > 16 and >= 24 tiles; m > 16 with >= 48 tiles,
-// or >= 32 under stream-K (measured crossover, see the .cu);
+// device where it measured faster: m > 256; for m = 17..256, where k <= 1024 and n m > 147456,
+// k <= 4096 and n ceil(m / 64) > 5120, or longer k and n ceil(m / 64) > 2560 (the mma.sync
+// kernel's 64-token tiles against the wgmma kernel's one wave; measured crossover, see the .cu);
 // set_tern2_gemm_variant forces either.
+//
+// The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
+// (128, 128) above), k split over a thread block cluster of up to 8 CTAs where the tiles leave
+// SMs idle; its first stages' codes load before the previous kernel ends when
+// PackedWeights::pdl; the split tiles are added four outputs a thread, the peers' words read with
+// ld.shared::cluster, issued together.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
 // product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],
@@ -55,10 +61,10 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK };
 // The kernel kAuto runs a call on, from the shape and the device's properties alone (no device
 // query; tests pin the rule, benchmarks can name the kernel): kWgmma for one scale group on an
-// sm_90a build and a compute capability 9.0 device of `sms` SMs where the rule above sends it,
-// else kMmaSync.
-Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group, int cc_major,
-                                        int cc_minor, int sms);
+// sm_90a build and a compute capability 9.0 device where the rule above sends it (measured on
+// 132 SMs), else kMmaSync.
+Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group,
+                                        int cc_major, int cc_minor);
 // Process-wide (atomic); kAuto by default.
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();

@@ -203,32 +203,30 @@ namespace {
 // The streaming tensor-core kernel runs the calls it takes (one scale group), but for m = 1 only
 // when one CTA spans k (k <= 4096): on the H100 it measured faster than the mma GEMV at m = 2..8
 // and than the dp4a kernel at m = 1, except where it needs clusters (docs/BENCHMARKS.md).
-// Above m = 16 (x of tokens 16.. in shared memory) it runs only where n and k are both >= 2048:
-// on the BWTA paper's shapes the GEMMs, under PDL, measured faster (H100, session 15, m = 24 / 32,
-// us): 3072x768 7.80 / 9.53 against 6.07 / 6.17, 768x768 7.37 / 9.19 against 5.48 / 6.07,
-// 768x3072 6.13 / 7.41 against 5.87 / 5.99; where n and k are 2560 or more it won on all six
-// BitNet-2B and Llama-8B shapes (2560x2560 6.32 / 7.52 against 8.08 / 8.62).
-// From m = 33 to 48 (six token groups, k <= 3072 by its contract; session 33, two processes,
-// us, against tern2_gemm): faster wherever n <= 8192 (2560 x 2560 at m = 33 / 40 / 48: 6.47 /
-// 7.07 / 7.85 against 8.15 / 8.15 / 8.77; 6912 x 2560 8.70 / 9.25 / 10.29 against 10.75 / 10.62
-// / 10.92), but for 2048 x 3072 above m = 40 (m = 48: 8.47 against 7.73); slower from 11008 rows
-// up (14336 x 2048 at m = 40: 10.73 against 9.90; 16384 x 3072 15.88 against 13.25), but for
-// 3-5 % at m <= 36 on 11008 x 2048 and 28672 x 3072.
-constexpr int64_t kSkinnyWideMinDim = 2048;
-constexpr int64_t kSkinnyRegisterMaxM = 16;  // both token groups' x in registers
+// Up to m = 32 it runs every call it takes: on the H200 (session 34; 18 shapes from 768 x 768 to
+// 14336 x 4096, m = 17, 24, 32, against tern2_gemm's mma.sync and wgmma kernels, each forced) it
+// was the fastest on all 54, e.g. 768 x 768 at m = 24 2.44 us against 3.54 / 5.12, 2560 x 2560
+// 4.35 against 6.53 / 10.41, 14336 x 4096 11.18 against 33.46 / 16.00.
+// From m = 33 to 48 (six token groups, k <= 3072 by its contract) it runs where n <= 8192 and
+// either k <= 1024 or n >= 5 k / 4 (same machine, m = 33, 40, 48, against mma.sync): 768 x 768
+// 3.29 against 3.63 at m = 48, 3072 x 768 4.50 against 4.80, 2048 x 1536 (n = 1.33 k) 5.11
+// against 6.04, 4096 x 2560 8.38 against 8.67, 6144 x 3072 10.96 against 13.37, 8192 x 2048 8.99
+// against 15.78 (wgmma 9.51), but for 3072 x 2048 at m = 48 (6.94 against 6.87); the mma.sync
+// kernel was faster where n <= k above k = 1024 (2560 x 2560 at m = 40 / 48: 6.85 / 7.03 against
+// 7.20 / 7.90; 3072 x 3072 8.03 / 8.11 against 8.46 / 9.36; 768 x 2048 4.28 against 5.17 at
+// m = 48), but for 2048 x 2048 at m = 40 (5.68 against 5.89). From 11008 rows up the wgmma kernel
+// was faster (H100, session 33: 14336 x 2048 at m = 40, 10.73 against 9.90; 16384 x 3072 15.88
+// against 13.25).
+constexpr int64_t kSkinnyShortK = 1024;
 constexpr int64_t kSkinnySixGroupsMaxN = 8192;
 
 // Why auto dispatch leaves a call the skinny kernel could run to tern2_gemm; nullptr where it
 // runs it.
 const char* skinny_declines(const PackedWeights& w, int64_t m) {
-    if (m <= kSkinnyRegisterMaxM) return nullptr;
-    if (w.n < kSkinnyWideMinDim || w.k < kSkinnyWideMinDim)
-        return "m = 17..48 runs here only when n and k are both >= 2048 "
-               "(tern2_gemm is faster below)";
     if (m <= kTern2SkinnyNarrowMaxM) return nullptr;
-    if (w.n > kSkinnySixGroupsMaxN || (m > 40 && w.k > 2560 && w.n < 3072))
-        return "m = 33..48 runs here only when n <= 8192, and above m = 40 where k <= 2560 or "
-               "n >= 3072 (tern2_gemm is faster elsewhere)";
+    if (w.n > kSkinnySixGroupsMaxN || (w.k > kSkinnyShortK && 4 * w.n < 5 * w.k))
+        return "m = 33..48 runs here only when n <= 8192, and where k > 1024 only when "
+               "n >= 5 k / 4 (tern2_gemm is faster elsewhere)";
     return nullptr;
 }
 
@@ -284,10 +282,13 @@ std::string tern2_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t 
     if (stream_takes(w, x, m, group) || oneshot_takes(w, x, m, group) || dp4a_takes(w, x, m, group) ||
         skinny_takes(w, x, m, group))
         return "";
-    if (const char* why = skinny_declines(w, m)) return why;
-    // Above the mma.sync GEMV's m the skinny kernel's own rule is the one that matters.
-    if (m > kTern2GemvMmaMaxM) return tern2_skinny_rejects(w, x, m, group);
-    return tern2_gemv_mma_rejects(w, x, m, group);
+    // Above the mma.sync GEMV's m the skinny kernel's own contract is the one that matters, then
+    // the dispatch rule that keeps it off.
+    if (m <= kTern2GemvMmaMaxM) return tern2_gemv_mma_rejects(w, x, m, group);
+    const std::string rule = tern2_skinny_rejects(w, x, m, group);
+    if (!rule.empty()) return rule;
+    const char* why = skinny_declines(w, m);
+    return why != nullptr ? why : "";
 }
 
 const char* tern2_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {

@@ -4,7 +4,7 @@
 // weights, the one-shot GEMV (kernels/tern2_gemv_oneshot.h: one scale group, k % 64 == 0,
 // k <= 16384) when it takes the call. Otherwise it runs the streaming
 // tensor-core kernel (kernels/tern2_skinny.h: one scale group, k <= 32768; for m = 1 only when
-// k <= 4096, for m > 16 only when n and k are both >= 2048, for m > 32 only with k <= 3072)
+// k <= 4096, for m > 32 only with k <= 3072, n <= 8192, and k <= 1024 or n >= 5 k / 4)
 // when it takes the call, else for
 // m = 1 the streaming dp4a GEMV
 // (kernels/tern2_gemv_dp4a.h: k <= 16384, scale groups of 64 * 2^e columns), and otherwise the

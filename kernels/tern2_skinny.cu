@@ -64,6 +64,8 @@ namespace trit::kernels {
 namespace {
 
 namespace fmt = trit::formats;
+using detail::peer_int4;
+using detail::store_quad;
 using tern2dev::decode_word;
 using tern2dev::load_weights;
 using tern2dev::mma_s8;
@@ -162,39 +164,6 @@ __device__ __forceinline__ void sync_cluster_or_block(int cluster) {
 #endif
     (void)cluster;
     __syncthreads();
-}
-
-// The 16-byte word at `local` (a shared-memory address) in the shared memory of the cluster's CTA
-// `rank`: ld.shared::cluster, where a pointer from map_shared_rank() would make a generic load.
-__device__ __forceinline__ int4 peer_int4(const int32_t* local, int rank) {
-    int4 v = make_int4(0, 0, 0, 0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint32_t mine = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-    uint32_t theirs = 0;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(theirs) : "r"(mine), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(theirs)
-                 : "memory");
-#else
-    (void)local;
-    (void)rank;
-#endif
-    return v;
-}
-
-// Outputs dst[0 .. 3] of one token, rows j .. j + 3 of n: one 16-byte store of a V (int4 or
-// float4) where `vector` (n % 4 = 0, the output 16-byte aligned), else one store per row < n.
-template <typename V, typename T>
-__device__ __forceinline__ void store_quad(T* dst, const T (&v)[4], bool vector, int64_t j,
-                                           int64_t n) {
-    if (vector) {
-        *reinterpret_cast<V*>(dst) = V{v[0], v[1], v[2], v[3]};
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-        if (j + e < n) dst[e] = v[e];
 }
 
 // kGroups token groups of 8: 1 (m <= 8), 2 (m <= 16, x in registers), 3, 4 or 6 (m <= 24, 32

@@ -326,69 +326,61 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
     }
 }
 
-// The rule auto dispatch follows (kernels/tern2_gemm.cu, wgmma_pays), pinned on the shapes it was
-// measured on (H100, 132 SMs; docs/BENCHMARKS.md, sessions 13, 15, 17, 32, 33): per shape, the
-// kernel at m = 32, 64, 128 (W: wgmma, M: mma.sync). Short k (k <= 1024) takes wgmma from m = 64,
-// or from 24 tiles (session 15, both kernels under PDL); k <= 768 from m = 32, and above m = 16
-// from 1536 rows (768 where k <= 512; session 33); m >= 128 from 20 tiles (session 32).
+// The mma.sync/wgmma rule (kernels/tern2_gemm.cu, wgmma_pays) on the 18 shapes it was fitted on
+// (H200, 132 SMs; docs/BENCHMARKS.md, session 34): per shape, the faster kernel, both forced, at
+// m = 40, 48, 56, 64, 80, 96, 128, 160, 192, 256 (W: wgmma, M: mma.sync). The rule agrees on all
+// but 768 x 768 at m = 256, a tie (mma.sync 5.58 us, wgmma 5.62), where it takes wgmma.
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
     struct Case {
         int64_t n, k;
-        const char* picks;  // m = 32, 64, 128
+        const char* picks;  // m = 40, 48, 56, 64, 80, 96, 128, 160, 192, 256
     };
     const std::vector<Case> cases = {
-        {14336, 4096, "WWW"}, {4096, 14336, "WWW"}, {6912, 2560, "WWW"}, {4096, 4096, "MMW"},
-        {2560, 6912, "MMW"},  {2560, 2560, "MMW"},  {3072, 768, "WWW"},  {768, 3072, "MMM"},
-        {768, 768, "WWW"},    {1024, 1024, "MWW"},  {256, 768, "WWW"},
+        {768, 768, "MMMMMMMMMW"},    {768, 2048, "MMMMMMMMMM"},   {768, 3072, "MMMMMMMMMM"},
+        {1024, 1024, "MMMMMMMWWW"},  {1536, 768, "MMMMMMWWWW"},   {2048, 2048, "MMMMMMMWWW"},
+        {2048, 8192, "MMMMWWWWWW"},  {2560, 2560, "MMMMMMMWWW"},  {2560, 6912, "MMMMWWWWWW"},
+        {3072, 768, "MMWWWWWWWW"},   {3072, 3072, "MMMMWWWWWW"},  {4096, 4096, "MMMMWWWWWW"},
+        {4096, 11008, "WWWWWWWWWW"}, {4096, 14336, "WWWWWWWWWW"}, {6912, 2560, "WWWWWWWWWW"},
+        {8192, 2048, "WWWWWWWWWW"},  {11008, 4096, "WWWWWWWWWW"}, {14336, 4096, "WWWWWWWWWW"},
     };
+    const int64_t ms[10] = {40, 48, 56, 64, 80, 96, 128, 160, 192, 256};
     const bool sm90 = trit::kernels::detail::tern2_gemm_sm90_built();
     for (const Case& c : cases) {
-        const int64_t ms[3] = {32, 64, 128};
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < 10; ++i) {
             SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
                          " m=" + std::to_string(ms[i]));
             const Tern2GemmVariant want =
                 sm90 && c.picks[i] == 'W' ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
-            EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0, 132), want);
+            EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0), want);
         }
         // Every shape takes the wgmma kernel at m > 256; none at m <= 16.
-        EXPECT_EQ(tern2_gemm_auto_kernel(384, c.n, c.k, c.k, 9, 0, 132),
+        EXPECT_EQ(tern2_gemm_auto_kernel(384, c.n, c.k, c.k, 9, 0),
                   sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0, 132),
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0),
                   sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0, 132), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0), Tern2GemmVariant::kMmaSync);
         // Scale groups, or a device other than 9.0: always mma.sync.
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0, 132), Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0, 108), Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0, 148), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0), Tern2GemmVariant::kMmaSync);
     }
-    // k <= 768 between m = 17 and 31 (session 33): wgmma from 1536 rows, or 768 where k <= 512.
+    // The rule's edges: k <= 1024 at n m = 147456 (3072 x 768 at m = 48 / 49); k <= 4096 at
+    // n ceil(m / 64) = 5120 (2560 rows at m = 128 / 129); longer k at 2560 (2560 x 6912 at m = 64 /
+    // 65).
     const struct {
         int64_t m, n, k;
         bool wgmma;
-    } short_k[] = {{24, 768, 768, false},   {24, 1024, 768, false}, {17, 1536, 768, true},
-                   {24, 2560, 768, true},   {17, 768, 512, true},   {24, 512, 512, false},
-                   {24, 1024, 1024, false}, {16, 2560, 768, false}};
-    for (const auto& c : short_k) {
+    } edges[] = {{48, 3072, 768, false},  {49, 3072, 768, true},    {128, 1152, 1024, false},
+                 {129, 1152, 1024, true}, {128, 2560, 4096, false}, {129, 2560, 4096, true},
+                 {64, 2560, 6912, false}, {65, 2560, 6912, true},   {64, 2561, 4160, true}};
+    for (const auto& c : edges) {
         SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
                      " m=" + std::to_string(c.m));
-        EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0, 132),
+        EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0),
                   sm90 && c.wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     }
-    // m = 256 follows the m >= 128 rule (session 17): 768x3072 has 12 tiles there and k > 1024,
-    // so mma.sync; 768x768 (k <= 1024) and 2560x2560 (40 tiles) stay on wgmma.
-    EXPECT_EQ(tern2_gemm_auto_kernel(256, 768, 3072, 3072, 9, 0, 132), Tern2GemmVariant::kMmaSync);
-    EXPECT_EQ(tern2_gemm_auto_kernel(256, 768, 768, 768, 9, 0, 132),
-              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-    EXPECT_EQ(tern2_gemm_auto_kernel(256, 2560, 2560, 2560, 9, 0, 132),
-              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-    // Stream-K counts the device's SMs: 2304x6912 at m = 128 has 18 tiles (under the 20 that take
-    // the wgmma kernel alone), stream-K (and so the wgmma kernel) on 132 SMs, not on 32.
-    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2304, 6912, 6912, 9, 0, 132),
-              sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-    EXPECT_EQ(tern2_gemm_auto_kernel(128, 2304, 6912, 6912, 9, 0, 32), Tern2GemmVariant::kMmaSync);
 }
 
 // The wgmma kernel's tile (kernels/tern2_gemm_sm90_tile.h), pinned on the default benchmark

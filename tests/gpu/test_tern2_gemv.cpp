@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -116,9 +117,9 @@ TEST(Tern2GemvContract, RejectsShapesOffItsRulesNamingThem) {
     };
     expect_error(4, 100, 2, "tern2_gemv (m=2, n=4, k=100, group=100): k must be a multiple of 64");
     // Above m = 8 the error names the skinny kernel's rule, or the dispatch rule that keeps it off.
-    expect_error(2056, 3072, 48,
-                 "tern2_gemv (m=48, n=2056, k=3072, group=3072): m = 33..48 runs here only when "
-                 "n <= 8192, and above m = 40 where k <= 2560 or n >= 3072");
+    expect_error(2560, 2560, 48,
+                 "tern2_gemv (m=48, n=2560, k=2560, group=2560): m = 33..48 runs here only when "
+                 "n <= 8192, and where k > 1024 only when n >= 5 k / 4");
     expect_error(4096, 4096, 33,
                  "tern2_gemv (m=33, n=4096, k=4096, group=4096): m > 32 needs k <= 3072");
 }
@@ -137,28 +138,34 @@ TEST(Tern2GemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 33, 4096, &why), ProductPath::kGemm) << why;
     EXPECT_THAT(tern2_gemv_rejects(tern2(4096, 4096, codes), x, 33, 4096),
                 HasSubstr("m > 32 needs k <= 3072"));
-    // m = 33..48 (session 33): n <= 8192, and above m = 40 k <= 2560 or n >= 3072.
+    // m = 33..48 (H200, session 34): n <= 8192, and k <= 1024 or n >= 5 k / 4.
     const struct {
         int64_t n, k, m;
         ProductPath path;
-    } wide[] = {{2560, 2560, 48, ProductPath::kGemv}, {8192, 3072, 33, ProductPath::kGemv},
-                {2048, 3072, 40, ProductPath::kGemv}, {2048, 3072, 41, ProductPath::kGemm},
-                {3072, 3072, 48, ProductPath::kGemv}, {8208, 2048, 33, ProductPath::kGemm},
-                {2560, 2560, 49, ProductPath::kGemm}};
+    } wide[] = {{768, 768, 48, ProductPath::kGemv},   {3072, 768, 48, ProductPath::kGemv},
+                {1024, 1024, 33, ProductPath::kGemv}, {6912, 2560, 48, ProductPath::kGemv},
+                {8192, 2048, 40, ProductPath::kGemv}, {3840, 3072, 33, ProductPath::kGemv},
+                {3839, 3072, 33, ProductPath::kGemm}, {2560, 2560, 40, ProductPath::kGemm},
+                {768, 2048, 48, ProductPath::kGemm},  {3072, 3072, 48, ProductPath::kGemm},
+                {8208, 2048, 33, ProductPath::kGemm}, {8208, 768, 33, ProductPath::kGemm},
+                {2048, 1536, 48, ProductPath::kGemv}, {768, 768, 49, ProductPath::kGemm}};
     for (const auto& c : wide) {
         EXPECT_EQ(trit::kernels::choose_path(tern2(c.n, c.k, codes), x, c.m, c.k, &why), c.path)
             << "n " << c.n << ", k " << c.k << ", m " << c.m << ": " << why;
     }
     EXPECT_THAT(tern2_gemv_rejects(tern2(8208, 2048, codes), x, 33, 2048),
                 HasSubstr("only when n <= 8192"));
-    // Above m = 16 only where n and k are both >= 2048: the BWTA shapes go to the GEMM.
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 17, 2048, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 2048, codes), x, 16, 2048, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(768, 768, codes), x, 16, 768, &why), ProductPath::kGemv) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(768, 3072, codes), x, 24, 3072, &why), ProductPath::kGemm) << why;
-    EXPECT_THAT(tern2_gemv_rejects(tern2(768, 3072, codes), x, 24, 3072), HasSubstr("n and k are both >= 2048"));
-    EXPECT_EQ(trit::kernels::choose_path(tern2(3072, 768, codes), x, 32, 768, &why), ProductPath::kGemm) << why;
-    EXPECT_EQ(trit::kernels::choose_path(tern2(2048, 1984, codes), x, 17, 1984, &why), ProductPath::kGemm) << why;
+    EXPECT_THAT(tern2_gemv_rejects(tern2(2560, 2560, codes), x, 33, 2560),
+                HasSubstr("only when n >= 5 k / 4"));
+    // m = 17..32: every shape it takes, the BWTA shapes among them (session 34).
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {768, 768}, {3072, 768}, {768, 3072}, {2048, 1984}, {14336, 4096}}) {
+        for (int64_t m : {17, 24, 32}) {
+            EXPECT_EQ(trit::kernels::choose_path(tern2(n, k, codes), x, m, k, &why),
+                      ProductPath::kGemv)
+                << "n " << n << ", k " << k << ", m " << m << ": " << why;
+        }
+    }
     // Several groups above m = 8: the GEMM.
     EXPECT_EQ(trit::kernels::choose_path(tern2(4096, 4096, codes), x, 17, 256, &why), ProductPath::kGemm) << why;
     // Several groups and x too large for the mma GEMV's shared-memory stage: the GEMM takes it.

@@ -110,9 +110,10 @@ TEST_F(Tern2Skinny, TheGemvPathRunsItForTwoToFortyEightTokens) {
     for (int64_t m : {2, 7, 16, 17, 32, 33, 48}) {
         ProductCase c;
         c.format = Format::kTern2;
-        c.k = m > 32 ? 2560
-                     : 14336;  // m > 32: k <= 3072 (and k <= 2560 above m = 40 below 3072 rows)
-        c.m = m, c.n = 2056, c.group = c.k;  // m > 16: n and k >= 2048
+        // m > 32: k <= 3072, and dispatch runs it there where n >= 5 k / 4 (n off the 16-row
+        // tiles).
+        c.k = m > 32 ? 3072 : 14336;
+        c.m = m, c.n = m > 32 ? 6152 : 2056, c.group = c.k;
         c.seed = 40 + static_cast<uint64_t>(m);
         SCOPED_TRACE(trit::gputest::describe(c));
         trit::gputest::check_product_case(c, ProductPath::kAuto);

@@ -492,11 +492,14 @@ class ShapeBench {
                            : "gemv." + (w.format == kn::Format::kBt
                                             ? bt_kernel
                                             : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group)));
-        // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile.
+        // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every
+        // tile split stream-K (128-token tiles).
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
-        const kn::ScopedTern2GemmVariant variant(dot == std::string::npos ? kn::Tern2GemmVariant::kAuto
-                                                 : wgmma ? kn::Tern2GemmVariant::kWgmma
-                                                         : kn::Tern2GemmVariant::kMmaSync);
+        const kn::ScopedTern2GemmVariant variant(
+            dot == std::string::npos      ? kn::Tern2GemmVariant::kAuto
+            : path_arg == "gemm.wgmma.sk" ? kn::Tern2GemmVariant::kWgmmaStreamK
+            : wgmma                       ? kn::Tern2GemmVariant::kWgmma
+                                          : kn::Tern2GemmVariant::kMmaSync);
         const kn::ScopedTern2GemmTokens tokens(wgmma_tokens_path(path_arg));
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {

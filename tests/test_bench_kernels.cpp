@@ -82,20 +82,21 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
 
     EXPECT_EQ(bench::parse_path_list("auto,generic"),
               (std::vector<std::string>{"auto", "generic"}));
-    EXPECT_EQ(bench::parse_path_list("gemm.mma_sync,gemm.wgmma"),
-              (std::vector<std::string>{"gemm.mma_sync", "gemm.wgmma"}));
+    EXPECT_EQ(bench::parse_path_list("gemm.mma_sync,gemm.wgmma,gemm.wgmma.sk"),
+              (std::vector<std::string>{"gemm.mma_sync", "gemm.wgmma", "gemm.wgmma.sk"}));
+    EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.sk"), 0);
     EXPECT_EQ(bench::parse_path_list("gemm.wgmma.t96,gemm.wgmma.t176,gemm.wgmma.t256"),
               (std::vector<std::string>{"gemm.wgmma.t96", "gemm.wgmma.t176", "gemm.wgmma.t256"}));
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.t160"), 160);
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma"), 0);
     EXPECT_THAT(error_of([] { bench::parse_path_list("fast"); }),
-                HasSubstr("--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma "
-                          "or gemm.wgmma.t<N> (N: 96, 128, 160, 176 or 256), comma-separated, got "
-                          "'fast'"));
+                HasSubstr("--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
+                          "gemm.wgmma.sk or gemm.wgmma.t<N> (N: 96, 128, 160, 176 or 256), "
+                          "comma-separated, got 'fast'"));
     EXPECT_THAT(error_of([] { bench::parse_path_list("gemm.dp4a"); }),
                 HasSubstr("got 'gemm.dp4a'"));
     for (const char* bad : {"gemm.wgmma.t64", "gemm.wgmma.t", "gemm.wgmma.t+96", "gemm.wgmma.t096",
-                            "gemm.wgmma.t0096", "gemm.wgmma.t99999999999"}) {
+                            "gemm.wgmma.t0096", "gemm.wgmma.t99999999999", "gemm.wgmma.sk2"}) {
         EXPECT_THAT(error_of([&] { bench::parse_path_list(bad); }),
                     HasSubstr("got '" + std::string(bad) + "'"));
     }

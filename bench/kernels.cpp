@@ -259,12 +259,13 @@ std::string tern2_gemm_label(int64_t m, int64_t n, int64_t k, int64_t group, int
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    if (kn::tern2_gemm_auto_kernel(m, n, k, group, major, minor) != kn::Tern2GemmVariant::kWgmma)
+    if (kn::tern2_gemm_auto_kernel(m, n, k, group, major, minor, sms) !=
+        kn::Tern2GemmVariant::kWgmma)
         return "mma_sync";
     const kn::detail::Tern2GemmSm90Tile t = kn::detail::tern2_gemm_sm90_tile(m, n, k, sms);
-    const bool sk = t.tokens == 128 && kn::detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
-    return "wg" + std::to_string(t.wide ? 256 : 128) + "x" + std::to_string(t.tokens) +
-           (sk ? "sk" : "");
+    const bool sk =
+        !t.ksplit && t.tokens == 128 && kn::detail::tern2_gemm_sm90_stream_k(m, n, k, sms);
+    return "wg" + std::to_string(t.rows()) + "x" + std::to_string(t.tokens) + (sk ? "sk" : "");
 }
 
 kn::ProductPath product_path(const std::string& name) {
@@ -493,13 +494,14 @@ class ShapeBench {
                                             ? bt_kernel
                                             : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group)));
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every
-        // tile split stream-K (128-token tiles).
+        // tile split stream-K (128-token tiles); gemm.wgmma.ks<N>: its k-split tile, N tokens.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(
-            dot == std::string::npos      ? kn::Tern2GemmVariant::kAuto
-            : path_arg == "gemm.wgmma.sk" ? kn::Tern2GemmVariant::kWgmmaStreamK
-            : wgmma                       ? kn::Tern2GemmVariant::kWgmma
-                                          : kn::Tern2GemmVariant::kMmaSync);
+            dot == std::string::npos                  ? kn::Tern2GemmVariant::kAuto
+            : path_arg == "gemm.wgmma.sk"             ? kn::Tern2GemmVariant::kWgmmaStreamK
+            : path_arg.rfind("gemm.wgmma.ks", 0) == 0 ? kn::Tern2GemmVariant::kWgmmaKSplit
+            : wgmma                                   ? kn::Tern2GemmVariant::kWgmma
+                                                      : kn::Tern2GemmVariant::kMmaSync);
         const kn::ScopedTern2GemmTokens tokens(wgmma_tokens_path(path_arg));
         const cudaStream_t stream = gpu_.stream();
         time_row(gpu_, r, std::max(w.ring.count, with_act ? x_f32_.count : 1), [&](int64_t i) {

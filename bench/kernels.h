@@ -60,9 +60,10 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, gemm.wgmma.t<N> (product() rows only;
-    // the gemm.* paths force that tern2 GEMM kernel, and t<N> its tokens per tile, tern2 and
-    // tern24 rows only)
+    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N>,
+    // gemm.wgmma.ks<N> (product() rows only; the gemm.* paths force that tern2 GEMM kernel, t<N>
+    // its tokens per tile, sk stream-K, ks<N> its k-split tile with N tokens; tern2 and tern24
+    // rows only)
     std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
@@ -78,7 +79,8 @@ std::vector<KernelShape> parse_shapes(const std::string& text);        // "NxK,N
 std::vector<int64_t> parse_m_list(const std::string& text);            // "1,16,64"
 std::vector<KernelFormat> parse_format_list(const std::string& text);  // "tern2,bin1_tern"
 std::vector<std::string> parse_path_list(const std::string& text);     // "auto,gemv"
-// N of a "gemm.wgmma.t<N>" path whose N is a tile's token count of the wgmma kernel, else 0.
+// N of a "gemm.wgmma.t<N>" path whose N is a tile's token count of the wgmma kernel, or of a
+// "gemm.wgmma.ks<N>" path (its k-split tile) whose N is 96 or 128, else 0.
 int wgmma_tokens_path(const std::string& path);
 // Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,128,2048, 0.25 s per
 // case, each unless given), every value checked.

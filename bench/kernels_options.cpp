@@ -126,14 +126,17 @@ std::vector<KernelFormat> parse_format_list(const std::string& text) {
 }
 
 int wgmma_tokens_path(const std::string& path) {
-    const std::string prefix = "gemm.wgmma.t";
-    // Digits only, no leading zero, at most three (so that stoi cannot overflow).
-    if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() ||
-        path.size() > prefix.size() + 3 || path[prefix.size()] == '0' ||
-        path.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
-        return 0;
-    const int tokens = std::stoi(path.substr(prefix.size()));
-    return kernels::detail::tern2_gemm_sm90_tokens_ok(tokens) ? tokens : 0;
+    for (const std::string prefix : {"gemm.wgmma.t", "gemm.wgmma.ks"}) {
+        // Digits only, no leading zero, at most three (so that stoi cannot overflow).
+        if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() ||
+            path.size() > prefix.size() + 3 || path[prefix.size()] == '0' ||
+            path.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+            continue;
+        const int tokens = std::stoi(path.substr(prefix.size()));
+        if (prefix == "gemm.wgmma.ks") return tokens == 96 || tokens == 128 ? tokens : 0;
+        return kernels::detail::tern2_gemm_sm90_tokens_ok(tokens) ? tokens : 0;
+    }
+    return 0;
 }
 
 std::vector<std::string> parse_path_list(const std::string& text) {
@@ -143,14 +146,14 @@ std::vector<std::string> parse_path_list(const std::string& text) {
                        item == "gemm.mma_sync" || item == "gemm.wgmma" || item == "gemm.wgmma.sk" ||
                        wgmma_tokens_path(item) > 0,
                    "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
-                   "gemm.wgmma.sk or gemm.wgmma.t<N> (N: ",
-                   kernels::detail::tern2_gemm_sm90_tokens_text(), "), comma-separated, got '",
-                   item, "'");
+                   "gemm.wgmma.sk, gemm.wgmma.t<N> (N: ",
+                   kernels::detail::tern2_gemm_sm90_tokens_text(),
+                   ") or gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got '", item, "'");
         paths.push_back(item);
     }
     TRIT_CHECK(!paths.empty(),
                "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
-               "gemm.wgmma.sk or gemm.wgmma.t<N>, got an empty list");
+               "gemm.wgmma.sk, gemm.wgmma.t<N> or gemm.wgmma.ks<N>, got an empty list");
     check_unique(
         "--paths", paths, [](const std::string& p) { return p; }, text);
     return paths;

@@ -38,7 +38,8 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
                   "Product paths, comma-separated: auto, gemv, gemm, generic, and gemm.mma_sync / "
                   "gemm.wgmma (the gemm path with that tern2 GEMM kernel forced; tern2 and tern24 "
                   "rows only; gemm.wgmma.t<N>, N one of 96, 128, 160, 176, 256, also forces its "
-                  "tokens per tile; gemm.wgmma.sk splits every 128-token tile stream-K); "
+                  "tokens per tile; gemm.wgmma.sk splits every 128-token tile stream-K; "
+                  "gemm.wgmma.ks<N>, N 96 or 128, runs its k-split tile of 64 weight rows); "
                   "default auto (the b1 GEMMs always run the tile their chooser "
                   "picks, shown in the path column)");
     k->add_option("--reps", a->reps,

@@ -411,7 +411,9 @@ bool aligned16(const void* p) {
 std::atomic<Tern2GemmVariant> g_variant{Tern2GemmVariant::kAuto};
 std::atomic<int> g_tokens{0};
 
-// Whether auto dispatch sends a one-group call to the wgmma kernel on an sm_90 device. Its CTAs
+// Whether auto dispatch sends a one-group call to the wgmma kernel on an sm_90 device with `sms`
+// SMs: wherever its k-split tile pays (detail::tern2_gemm_sm90_ksplit_pays, kernels/
+// tern2_gemm_sm90_tile.h; H200, session 35), else by the rule below. Its other CTAs
 // own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256 (one wave
 // or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k <= 1024
 // with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x 4096,
@@ -424,8 +426,8 @@ std::atomic<int> g_tokens{0};
 //   - longer k (stream-K): n ceil(m / 64) <= 2560 (2560 x 6912 at m = 64 / 80: 13.77 / 20.85
 //     against 18.06 / 18.21; 4096 x 11008 at m = 40: 24.90 against 24.32);
 // wgmma above m = 256 (H100, session 17: 768 x 3072 at m = 384, 17.3 against 13.3).
-bool wgmma_pays(int64_t m, int64_t n, int64_t k) {
-    if (m > 256) return true;
+bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
+    if (m > 256 || detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
     if (m <= 16) return false;
     if (k <= 1024) return n * m > 147456;
     const int64_t width = n * fmt::ceil_div(m, int64_t{64});
@@ -457,8 +459,8 @@ bool wgmma_runs(int64_t k, int64_t group, int cc_major, int cc_minor) {
 }  // namespace
 
 Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group,
-                                        int cc_major, int cc_minor) {
-    const bool wgmma = wgmma_runs(k, group, cc_major, cc_minor) && wgmma_pays(m, n, k);
+                                        int cc_major, int cc_minor, int sms) {
+    const bool wgmma = wgmma_runs(k, group, cc_major, cc_minor) && wgmma_pays(m, n, k, sms);
     return wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
 }
 
@@ -509,8 +511,9 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     const bool clusters = major >= 9;
 
     const Tern2GemmVariant variant = tern2_gemm_variant();
-    const bool forced_wgmma =
-        variant == Tern2GemmVariant::kWgmma || variant == Tern2GemmVariant::kWgmmaStreamK;
+    const bool forced_wgmma = variant == Tern2GemmVariant::kWgmma ||
+                              variant == Tern2GemmVariant::kWgmmaStreamK ||
+                              variant == Tern2GemmVariant::kWgmmaKSplit;
     if (forced_wgmma) {
         TRIT_CHECK(wgmma_runs(w.k, group, major, minor), "tern2_gemm (tern2, m=", m, ", n=", w.n,
                    ", k=", w.k, ", group=", group,
@@ -518,9 +521,9 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                    "device (this one: ", major, ".", minor,
                    ") and one scale group (group >= k)");
     }
-    if (forced_wgmma ||
-        (variant == Tern2GemmVariant::kAuto &&
-         tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor) == Tern2GemmVariant::kWgmma)) {
+    if (forced_wgmma || (variant == Tern2GemmVariant::kAuto &&
+                         tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) ==
+                             Tern2GemmVariant::kWgmma)) {
         detail::Tern2GemmSm90Args s;
         s.codes = w.a;
         s.x = x;
@@ -531,6 +534,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         s.codes_early = w.pdl;
         s.tokens = tern2_gemm_tokens();
         if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
+        s.ksplit = variant == Tern2GemmVariant::kWgmmaKSplit;
         return detail::tern2_gemm_sm90(s, sms, stream);
     }
 

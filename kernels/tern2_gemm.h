@@ -16,9 +16,11 @@
 //
 // Kernels: the mma.sync kernel below takes every call of the contract. The sm_90a wgmma kernel
 // (kernels/tern2_gemm_sm90.h; persistent, TMA-fed, weights as wgmma's M, tokens as N, stream-K
-// where a few tiles meet a long k) takes one-scale-group calls on a compute capability 9.0
-// device where it measured faster: m > 256; for m = 17..256, where k <= 1024 and n m > 147456,
-// k <= 4096 and n ceil(m / 64) > 5120, or longer k and n ceil(m / 64) > 2560 (the mma.sync
+// where a few tiles meet a long k, a k-split 64-row tile where that fills one wave) takes
+// one-scale-group calls on a compute capability 9.0 device where it measured faster: m > 256;
+// for m = 49..256 wherever its k-split tile pays (kernels/tern2_gemm_sm90_tile.h: its tiles fit
+// one wave and k <= 2n, or m > 64 and 32 tiles or more); for m = 17..256, where k <= 1024 and n m >
+// 147456, k <= 4096 and n ceil(m / 64) > 5120, or longer k and n ceil(m / 64) > 2560 (the mma.sync
 // kernel's 64-token tiles against the wgmma kernel's one wave; measured crossover, see the .cu);
 // set_tern2_gemm_variant forces either.
 //
@@ -55,16 +57,18 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 
 // Which kernel tern2_gemm runs: kAuto as described above; kMmaSync and kWgmma force one (tests and
 // benchmarks cover each on the shapes auto would not send it); kWgmmaStreamK forces the wgmma
-// kernel with every tile split stream-K (tests: the most partial tiles). A forced wgmma variant
+// kernel with every tile split stream-K (tests: the most partial tiles); kWgmmaKSplit forces it
+// with its k-split tile (64 weight rows, each consumer warp group every other k-tile; 96 or 128
+// tokens by set_tern2_gemm_tokens, else the launcher's choice of the two). A forced wgmma variant
 // throws, naming the shape, where it cannot run: a build without sm_90a, a device other than 9.0,
 // more than one group.
-enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK };
+enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK, kWgmmaKSplit };
 // The kernel kAuto runs a call on, from the shape and the device's properties alone (no device
 // query; tests pin the rule, benchmarks can name the kernel): kWgmma for one scale group on an
-// sm_90a build and a compute capability 9.0 device where the rule above sends it (measured on
-// 132 SMs), else kMmaSync.
+// sm_90a build and a compute capability 9.0 device with `sms` SMs where the rule above sends it
+// (measured on 132 SMs; the k-split tile's part counts its tiles against the SMs), else kMmaSync.
 Tern2GemmVariant tern2_gemm_auto_kernel(int64_t m, int64_t n, int64_t k, int64_t group,
-                                        int cc_major, int cc_minor);
+                                        int cc_major, int cc_minor, int sms);
 // Process-wide (atomic); kAuto by default.
 void set_tern2_gemm_variant(Tern2GemmVariant v);
 Tern2GemmVariant tern2_gemm_variant();

@@ -9,8 +9,11 @@
 //     shared-memory descriptor. A consumer decodes k-tile kt + 1 into its second set of A
 //     registers while the tensor cores run k-tile kt, then releases kt's stage.
 // TMA zero-fills what lies past m, n and k. No LibTorch. The tiles (Config aliases below): BM = 256
-// with BN = 128 (wide), or BM = 128 with BN = 96, 128, 160, 176 or 256, picked on the host by
-// tern2_gemm_sm90_tile (kernels/tern2_gemm_sm90_tile.h) so that the busiest SM has the least work.
+// with BN = 128 (wide), or BM = 128 with BN = 96, 128, 160, 176 or 256, or the k-split tile of
+// BM = 64 with BN = 96 or 128 (both consumers hold the 64 rows, each runs every other k-tile, and
+// they add each other's halves of the tokens through shared memory at the tile's end), picked on
+// the host by tern2_gemm_sm90_tile (kernels/tern2_gemm_sm90_tile.h): the k-split tile where its
+// tiles fill one wave (m = 49..256), else so that the busiest SM has the least work.
 //
 // Work split (Sched): CTAs are persistent. Tiles [0, tiles_dp) run whole ("data parallel"), CTA
 // b taking b, b + grid, ...; the k-tiles of the remaining tiles, in order, are cut into grid
@@ -64,34 +67,52 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 
 constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
 
 // MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages, the y tile
-// staged YR tokens at a time, BN tokens per tile (wgmma N, one of kTern2GemmSm90Tokens).
-template <int MW, int S, int YR, int BN>
+// staged YR tokens at a time, BN tokens per tile (wgmma N, one of kTern2GemmSm90Tokens). KS: the
+// k-split tile, 64 weight rows (MW = 1) that both consumers hold, each running every other k-tile
+// of the tile into its own accumulators; at the tile's end each hands the other the partial sums
+// of the other's half of the tokens through shared memory and stores its own half (the tile's
+// int32 sums are the same, so y is bit-identical to the other tiles').
+template <int MW, int S, int YR, int BN, bool KS = false>
 struct Config {
     static constexpr int kMW = MW, kStages = S, kBN = BN;
-    static constexpr int kBM = 2 * 64 * MW;  // <= 256: one TMA box of codes
+    static constexpr bool kKSplit = KS;
+    static constexpr int kBM = KS ? 64 : 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kAccRegs = BN / 2;  // a thread's share of an m64 x BN block
+    // The tokens whose y a consumer stores: the tile's, or half of them with the k split.
+    static constexpr int kTokens = KS ? BN / 2 : BN;
     static constexpr int kXStageBytes = BN * kKS;  // whole 1 KiB swizzle atoms (BN % 8 == 0)
     static constexpr int kCStageBytes = kBM * kCodeRowBytes;
     static constexpr int kCodesOffset = S * kXStageBytes;
     // The staged epilogue's y: per consumer, its 64 * MW outputs x kYRows tokens of 4 bytes at a
-    // time (kBN / kYRows passes), as 2 * MW boxes of kYRows tokens x 128 bytes in the 128-byte
+    // time (kTokens / kYRows passes), as 2 * MW boxes of kYRows tokens x 128 bytes in the 128-byte
     // swizzle (whole 1 KiB atoms).
     static constexpr int kYRows = YR;
     static constexpr int kYOffset = kCodesOffset + S * kCStageBytes;
     static constexpr int kYBoxBytes = kYRows * 128;
     static constexpr int kBarOffset = kYOffset + 2 * 2 * MW * kYBoxBytes;
-    // The staged epilogue's x scales: the tile's BN tokens, per consumer warp group.
+    // The staged epilogue's x scales: the consumer's kTokens tokens, per consumer warp group.
     static constexpr int kXsOffset = kBarOffset + 2 * S * 8;
+    // The k split's exchange: per consumer, the partial sums of the other's half of the tokens,
+    // kTokens / 8 int4 words per thread, stored (word, thread).
+    static constexpr int kXchOffset = kXsOffset + 2 * kBN * 4;
+    static constexpr int kXchBytes = KS ? 2 * (kTokens / 8) * kWarpGroup * 16 : 0;
     // + 1 KiB: the dynamic shared memory base is rounded up to the swizzle atom in the kernel.
     // The staged epilogue's w scales and biases: the tile's BM rows (each consumer's 64 * MW),
-    // where they fit (the wide tile). The narrow tile's ring and y leave 896 bytes, so each of
-    // its threads loads its two rows' scales and biases into registers when a tile starts.
-    static constexpr int kWsOffset = kXsOffset + 2 * kBN * 4;
+    // where they fit (the wide and the k-split tiles). The narrow tile's ring and y leave 896
+    // bytes, so each of its threads loads its two rows' scales and biases into registers when a
+    // tile starts.
+    static constexpr int kWsOffset = kXchOffset + kXchBytes;
     static constexpr bool kEarlyW = kWsOffset + 2 * kBM * 4 + 1024 <= 227 * 1024;
     static constexpr int kSmemBytes = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0) + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
-    static_assert(kBN % kYRows == 0 && kYRows % 8 == 0, "whole passes of y, whole swizzle atoms");
+    static_assert(kTokens % kYRows == 0 && kYRows % 8 == 0,
+                  "whole passes of y, whole swizzle atoms");
+    static_assert(!KS || (MW == 1 && BN % 16 == 0), "the k split: 64 rows, halves of int4 words");
+    // With S even, ring uses u and u - S of one tile go to the same consumer, so a consumer never
+    // waits on a stage whose previous use the other consumer has not seen land (across tiles the
+    // exchange's barriers order them).
+    static_assert(!KS || S % 2 == 0, "the k split needs an even ring");
     static_assert(kBN % 16 == 0 && kBN <= 256, "wgmma's N; one TMA box of x");
     // One CTA's int32 partial tile in the workspace, as int4 words.
     static constexpr int kPartialWords = kBM * kBN / 4;
@@ -395,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {
             mbar_init(full0 + 8 * s, 1);  // the producer's arrival + the TMA bytes
-            mbar_init(empty0 + 8 * s, 8);  // every consumer warp
+            mbar_init(empty0 + 8 * s, C::kKSplit ? 4 : 8);  // every warp of its consumer(s)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -448,12 +469,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Everything the consumers read or write in global memory may be the previous kernel's.
     pdl_wait();
 
-    // Consumers: warp group c owns weight rows c0 + mw * 64 + [0, 64) of the tile.
+    // Consumers: warp group c owns weight rows c0 + mw * 64 + [0, 64) of the tile (with the k
+    // split, both own rows [0, 64), consumer c the k-tiles c, c + 2, ... of each tile).
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
     const int c = wg - 1, lane = tid % kWarp, warp = (tid / kWarp) % 4;
     const int g = lane / 4, t = lane % 4;
     const uint32_t sel = static_cast<uint32_t>(t | (4 + t) << 4);
-    const int c0 = c * 64 * kMW;
+    const int c0 = C::kKSplit ? 0 : c * 64 * kMW;
     const int row0 = c0 + warp * 16 + g;  // + mw * 64 (+ 8)
 
     int32_t acc[kMW][kAcc];
@@ -517,19 +539,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t wsm = s_base + C::kWsOffset + c * 2 * 64 * kMW * 4, bsm = wsm + 64 * kMW * 4;
     const bool early = staged && fused;
     int next_it = 0;                  // ring use of the segment's first k-tile
+    constexpr int kTok = C::kTokens;  // the tokens whose y this consumer stores
     for_each_segment<kSK>(sched, tiles, ktiles, [&](int tile, int kt0, int kt1) {
         const int it = next_it, nk = kt1 - kt0;
         next_it += nk;
         const int m0 = tile % mtiles * kBN, n0 = tile / mtiles * kBM;
+        // This consumer's ring uses: it + kStep * q + q0 for q < nq (its k-tiles of the segment),
+        // and the first of the tokens it stores.
+        constexpr int kStep = C::kKSplit ? 2 : 1;
+        const int q0 = C::kKSplit ? c : 0, nq = C::kKSplit ? (nk - c + 1) / 2 : nk;
+        const int mc0 = m0 + (C::kKSplit ? c * kTok : 0);
         // The epilogue's operands go to shared memory now (cp.async), so that their latency
         // hides behind the k-loop: x scales by warp 0, a row's w scale and bias by its t = 0
         // thread. The previous tile's epilogue read them before its last barrier.
         if (early && !(kSK && kt0 > 0)) {
             if (warp == 0) {
 #pragma unroll
-                for (int q = 0; q < (kBN + kWarp - 1) / kWarp; ++q) {
-                    if (kBN % kWarp != 0 && q * kWarp + lane >= kBN) break;
-                    const int64_t oi = m0 + q * kWarp + lane;
+                for (int q = 0; q < (kTok + kWarp - 1) / kWarp; ++q) {
+                    if (kTok % kWarp != 0 && q * kWarp + lane >= kTok) break;
+                    const int64_t oi = mc0 + q * kWarp + lane;
                     cp_async4(xs + 4 * (q * kWarp + lane),
                               o.x_scale + (o.x_scale_rows == 1 || oi >= a.m ? 0 : oi), oi < a.m);
                 }
@@ -573,29 +601,73 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int e = 0; e < kAcc; ++e)
                 acc[mw][e] = 0;
-        // Two sets of A registers: k-tile kt decodes into f0 when kt is even, f1 when odd, while
-        // the other set feeds the wgmmas still in flight.
-        Frag f0, f1;
-        fetch(it, f0);
-        for (int kt = 0; kt < nk; kt += 2) {
-            issue(it + kt, f0);
-            if (kt > 0) {
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                retire(it + kt - 1, f1);
+        // Two sets of A registers: the consumer's k-tile q decodes into f0 when q is even, f1
+        // when odd, while the other set feeds the wgmmas still in flight.
+        const auto use = [&](int q) { return it + kStep * q + q0; };
+        if (nq > 0) {
+            Frag f0, f1;
+            fetch(use(0), f0);
+            for (int q = 0; q < nq; q += 2) {
+                issue(use(q), f0);
+                if (q > 0) {
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                    retire(use(q - 1), f1);
+                }
+                if (q + 1 < nq) {
+                    fetch(use(q + 1), f1);
+                    issue(use(q + 1), f1);
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                    retire(use(q), f0);
+                    if (q + 2 < nq) fetch(use(q + 2), f0);
+                }
             }
-            if (kt + 1 < nk) {
-                fetch(it + kt + 1, f1);
-                issue(it + kt + 1, f1);
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                retire(it + kt, f0);
-                if (kt + 2 < nk) fetch(it + kt + 2, f0);
-            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (nq % 2 == 1)
+                retire(use(nq - 1), f0);
+            else
+                retire(use(nq - 1), f1);
         }
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        if (nk % 2 == 1)
-            retire(it + nk - 1, f0);
-        else
-            retire(it + nk - 1, f1);
+
+        // The k split: consumer 1 first swaps its two halves of the tokens, so that for both its
+        // own half is acc[0][0, kAcc / 2) and the other's acc[0][kAcc / 2, kAcc); each stores the
+        // other's half for the other to add. The second barrier keeps the next tile's stores
+        // behind the other consumer's loads.
+        if constexpr (C::kKSplit) {
+            constexpr int kHalf = kAcc / 2;
+            if (c == 1) {
+#pragma unroll
+                for (int e = 0; e < kHalf; ++e) {
+                    const int32_t v = acc[0][e];
+                    acc[0][e] = acc[0][kHalf + e];
+                    acc[0][kHalf + e] = v;
+                }
+            }
+            const uint32_t out_x =
+                s_base + C::kXchOffset + (c * (kHalf / 4) * kWarpGroup + ct % kWarpGroup) * 16;
+            const uint32_t in_x = s_base + C::kXchOffset +
+                                  ((1 - c) * (kHalf / 4) * kWarpGroup + ct % kWarpGroup) * 16;
+#pragma unroll
+            for (int q = 0; q < kHalf / 4; ++q)
+                asm volatile(
+                    "st.shared.v4.s32 [%0], {%1, %2, %3, %4};\n" ::"r"(out_x + q * kWarpGroup * 16),
+                    "r"(acc[0][kHalf + 4 * q]), "r"(acc[0][kHalf + 4 * q + 1]),
+                    "r"(acc[0][kHalf + 4 * q + 2]), "r"(acc[0][kHalf + 4 * q + 3])
+                    : "memory");
+            named_barrier(3, 2 * kWarpGroup);
+#pragma unroll
+            for (int q = 0; q < kHalf / 4; ++q) {
+                int32_t p0, p1, p2, p3;
+                asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(p0), "=r"(p1), "=r"(p2), "=r"(p3)
+                             : "r"(in_x + q * kWarpGroup * 16)
+                             : "memory");
+                acc[0][4 * q] += p0;
+                acc[0][4 * q + 1] += p1;
+                acc[0][4 * q + 2] += p2;
+                acc[0][4 * q + 3] += p3;
+            }
+            named_barrier(3, 2 * kWarpGroup);
+        }
 
         // Stream-K. A piece that does not start the tile goes to this CTA's slot, each thread's
         // values as int4 words at (word, thread) so that a warp's stores are whole lines; the
@@ -708,10 +780,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 asm volatile("cp.async.wait_all;\n" ::: "memory");
             } else if (warp == 0) {
 #pragma unroll
-                for (int q = 0; q < (kBN + kWarp - 1) / kWarp; ++q) {
-                    if (kBN % kWarp != 0 && q * kWarp + lane >= kBN) break;
+                for (int q = 0; q < (kTok + kWarp - 1) / kWarp; ++q) {
+                    if (kTok % kWarp != 0 && q * kWarp + lane >= kTok) break;
                     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(xs + 4 * (q * kWarp + lane)),
-                                 "f"(x_scale(m0 + q * kWarp + lane))
+                                 "f"(x_scale(mc0 + q * kWarp + lane))
                                  : "memory");
                 }
             }
@@ -727,7 +799,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             constexpr int kJ = C::kYRows / 8;  // j steps per pass
             float sx_next = 0.0f;
 #pragma unroll
-            for (int pass = 0; pass < kBN / C::kYRows; ++pass) {
+            for (int pass = 0; pass < kTok / C::kYRows; ++pass) {
                 // The previous stores from these boxes have read them (and, on the first pass,
                 // the x scales are in).
                 if (wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -757,7 +829,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int e = 0; e < 2; ++e) {
                         const int j = pass * kJ + jj;
                         const float sx = sx_next;
-                        if (j < kBN / 8 - 1 || e == 0) sx_next = load_sx(j + e, 1 - e);
+                        if (j < kTok / 8 - 1 || e == 0) sx_next = load_sx(j + e, 1 - e);
 #pragma unroll
                         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
@@ -772,7 +844,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 named_barrier(1 + c, kWarpGroup);
                 if (wt == 0) {
                     for (int b = 0; b < 2 * kMW; ++b)
-                        tma_store_2d(&y_map, n0 + c0 + 32 * b, m0 + pass * C::kYRows,
+                        tma_store_2d(&y_map, n0 + c0 + 32 * b, mc0 + pass * C::kYRows,
                                      ys + b * C::kYBoxBytes);
                     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
                 }
@@ -782,10 +854,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Straight to global memory: a warp's store covers 4 tokens x 8 consecutive outputs, full
         // 32-byte sectors.
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
+        for (int j = 0; j < kTok / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int64_t oi = m0 + j * 8 + 2 * t + e;
+                const int64_t oi = mc0 + j * 8 + 2 * t + e;
                 if (oi >= a.m) continue;
                 const float sx = x_scale(oi);
 #pragma unroll
@@ -873,6 +945,10 @@ using Narrow96Tile = Config<1, 8, 96, 96>;    // (128, 96): 128 KiB ring + 48 Ki
 using Narrow160Tile = Config<1, 6, 160, 160>;  // (128, 160): 144 KiB ring + 80 KiB of y
 using Narrow176Tile = Config<1, 6, 88, 176>;   // (128, 176): 156 KiB ring + 44 KiB of y, two passes
 using Narrow256Tile = Config<1, 5, 64, 256>;   // (128, 256): 180 KiB ring + 32 KiB of y, 4 passes
+// The k-split tiles: (64, 96): 112 KiB ring + 24 KiB of y + 24 KiB of exchange; (64, 128): 144 +
+// 32 + 32 KiB. One pass of each consumer's half of the tokens.
+using Split96Tile = Config<1, 8, 48, 96, true>;
+using Split128Tile = Config<1, 8, 64, 128, true>;
 
 // The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
 // partial tiles of the wide tile. Kept for the life of the process.
@@ -910,7 +986,7 @@ void bind_workspace(Sched& sched, int sms, cudaStream_t stream) {
 
 // A launch's tile and work split.
 struct Plan {
-    bool wide = false;
+    bool wide = false, ksplit = false;
     int tokens = 128;
     int grid = 0;
     Sched sched;
@@ -941,8 +1017,9 @@ Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk
     return p;
 }
 
-// The tile and the split. The tile: tern2_gemm_sm90_tile (by the work on the busiest SM), or
-// the one a.tokens forces. The split: stream-K where 128 x 128 tiles fill at most half the SMs
+// The tile and the split. The tile: tern2_gemm_sm90_tile (the k-split tile where it pays, else by
+// the work on the busiest SM), or the one a.ksplit and a.tokens force. The split: the k-split
+// tile whole; stream-K where 128 x 128 tiles fill at most half the SMs
 // and k is long (>= 48 k-tiles), else whole tiles; tiles of other token counts always run whole.
 // Measured on the H100 (docs/BENCHMARKS.md, session 12), both kernels in one build: with
 // 128 x 128 tiles, stream-K takes 4096x14336 from 51.6 to 26.2 us at m = 128 and from 51.7 to
@@ -953,12 +1030,24 @@ Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk
 Plan plan(const Tern2GemmSm90Args& a, int sms) {
     const int64_t ktiles = fmt::ceil_div(a.k, int64_t{kKS});
     // Forced stream-K (tests: every tile split) takes the 128-token tiles it runs on.
-    const bool t128 = a.tokens == 128 || (a.tokens == 0 && a.schedule == Sm90Schedule::kStreamK);
-    const Tern2GemmSm90Tile tile = t128           ? tern2_gemm_sm90_tile_128(a.m, a.n, sms)
-                                   : a.tokens == 0 ? tern2_gemm_sm90_tile(a.m, a.n, a.k, sms)
-                                                   : Tern2GemmSm90Tile{false, a.tokens};
-    const int64_t tiles = fmt::ceil_div(a.m, int64_t{tile.tokens}) *
-                          fmt::ceil_div(a.n, int64_t{tile.wide ? WideTile::kBM : NarrowTile::kBM});
+    const bool t128 =
+        !a.ksplit && (a.tokens == 128 || (a.tokens == 0 && a.schedule == Sm90Schedule::kStreamK));
+    const Tern2GemmSm90Tile tile =
+        a.ksplit
+            ? Tern2GemmSm90Tile{false,
+                                a.tokens != 0 ? a.tokens
+                                              : tern2_gemm_sm90_ksplit_tokens(a.m, a.n, a.k, sms),
+                                true}
+        : t128          ? tern2_gemm_sm90_tile_128(a.m, a.n, sms)
+        : a.tokens == 0 ? tern2_gemm_sm90_tile(a.m, a.n, a.k, sms)
+                        : Tern2GemmSm90Tile{false, a.tokens};
+    const int64_t tiles =
+        fmt::ceil_div(a.m, int64_t{tile.tokens}) * fmt::ceil_div(a.n, int64_t{tile.rows()});
+    if (tile.ksplit) {
+        Plan p = split(false, tile.tokens, tiles, ktiles, sms, 0);
+        p.ksplit = true;
+        return p;
+    }
     if (tile.tokens != 128) return split(false, tile.tokens, tiles, ktiles, sms, 0);
     if (a.schedule == Sm90Schedule::kStreamK)
         return split(tile.wide, 128, tiles, ktiles, sms, kAllWaves);
@@ -971,7 +1060,7 @@ template <class C>
 void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     // Stream-K runs only 128-token tiles (plan), so only they are compiled with it.
     auto kernel = tern2_gemm_sm90_kernel<C, false>;
-    if constexpr (C::kBN == 128) {
+    if constexpr (C::kBN == 128 && !C::kKSplit) {
         if (p.sched.sk_units > 0) kernel = tern2_gemm_sm90_kernel<C, true>;
     }
     TRIT_CUDA_CHECK(
@@ -1007,6 +1096,11 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
     TRIT_CHECK(a.schedule != Sm90Schedule::kStreamK || a.tokens == 0 || a.tokens == 128,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): stream-K runs 128-token tiles only, got ", a.tokens, " tokens per tile");
+    TRIT_CHECK(!a.ksplit || a.schedule != Sm90Schedule::kStreamK, "tern2_gemm_sm90 (m=", a.m,
+               ", n=", a.n, ", k=", a.k, "): the k-split tile runs whole tiles, not stream-K");
+    TRIT_CHECK(!a.ksplit || a.tokens == 0 || a.tokens == 96 || a.tokens == 128,
+               "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
+               "): the k-split tile holds 96 or 128 tokens, got ", a.tokens);
     // One CTA per SM (384 threads x 168 registers): the time is ~ waves x work per CTA.
     // The most tiles: the fewest tokens per tile.
     TRIT_CHECK(fmt::ceil_div(a.m, int64_t{kTern2GemmSm90Tokens[0]}) *
@@ -1014,7 +1108,17 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
                    INT32_MAX,
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): more than 2147483647 output tiles of 128 x ", kTern2GemmSm90Tokens[0]);
+    TRIT_CHECK(!a.ksplit || fmt::ceil_div(a.m, int64_t{kTern2GemmSm90Tokens[0]}) *
+                                    fmt::ceil_div(a.n, int64_t{Split96Tile::kBM}) <=
+                                INT32_MAX,
+               "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
+               "): more than 2147483647 output tiles of 64 x ", kTern2GemmSm90Tokens[0],
+               " (the k-split tile)");
     const Plan p = plan(a, sms);
+    if (p.ksplit) {
+        if (p.tokens == 96) return launch<Split96Tile>(a, p, sms, stream);
+        return launch<Split128Tile>(a, p, sms, stream);
+    }
     if (p.wide) return launch<WideTile>(a, p, sms, stream);
     if (p.tokens == 96) return launch<Narrow96Tile>(a, p, sms, stream);
     if (p.tokens == 160) return launch<Narrow160Tile>(a, p, sms, stream);

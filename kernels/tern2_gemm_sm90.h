@@ -1,7 +1,8 @@
 // The sm_90a (Hopper) kernel behind tern2_gemm (kernels/tern2_gemm.h) for many tokens and one
 // scale group: wgmma.mma_async with the decoded weights as the register A operand (weights are
 // the M rows, tokens the N columns) and x as the shared-memory B operand, both loaded by TMA;
-// persistent CTAs over tiles of 256 or 128 weights x 96 to 256 tokens (tern2_gemm_sm90_tile in
+// persistent CTAs over tiles of 256 or 128 weights x 96 to 256 tokens, or of 64 weights x 96 or
+// 128 tokens with k split between the two consumer warp groups (tern2_gemm_sm90_tile in
 // kernels/tern2_gemm_sm90_tile.h); y (or acc) leaves through shared memory and TMA stores when
 // n % 4 == 0 and the output is 16-byte aligned, else through direct stores. Where 128 x 128 tiles
 // fill at most half the SMs and k is long (>= 48 k-tiles of 128 columns), the launch runs
@@ -38,6 +39,10 @@ struct Tern2GemmSm90Args {
     // of kTern2GemmSm90Tokens, the 128-row tile with that many tokens, whole tiles (tests,
     // benchmarks). Anything else throws, as do the others than 128 with kStreamK.
     int tokens = 0;
+    // The k-split tile (64 weight rows, each consumer warp group every other k-tile; 96 or 128
+    // tokens, by tokens or else the launcher's choice): whole tiles only (not with kStreamK).
+    // False: the launcher's choice among the other tiles (tests and benchmarks force it).
+    bool ksplit = false;
 };
 
 // True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).

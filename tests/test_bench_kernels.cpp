@@ -89,14 +89,18 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
               (std::vector<std::string>{"gemm.wgmma.t96", "gemm.wgmma.t176", "gemm.wgmma.t256"}));
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.t160"), 160);
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma"), 0);
+    EXPECT_EQ(bench::parse_path_list("gemm.wgmma.ks96,gemm.wgmma.ks128"),
+              (std::vector<std::string>{"gemm.wgmma.ks96", "gemm.wgmma.ks128"}));
+    EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.ks128"), 128);
     EXPECT_THAT(error_of([] { bench::parse_path_list("fast"); }),
                 HasSubstr("--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
-                          "gemm.wgmma.sk or gemm.wgmma.t<N> (N: 96, 128, 160, 176 or 256), "
-                          "comma-separated, got 'fast'"));
+                          "gemm.wgmma.sk, gemm.wgmma.t<N> (N: 96, 128, 160, 176 or 256) or "
+                          "gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got 'fast'"));
     EXPECT_THAT(error_of([] { bench::parse_path_list("gemm.dp4a"); }),
                 HasSubstr("got 'gemm.dp4a'"));
     for (const char* bad : {"gemm.wgmma.t64", "gemm.wgmma.t", "gemm.wgmma.t+96", "gemm.wgmma.t096",
-                            "gemm.wgmma.t0096", "gemm.wgmma.t99999999999", "gemm.wgmma.sk2"}) {
+                            "gemm.wgmma.t0096", "gemm.wgmma.t99999999999", "gemm.wgmma.sk2",
+                            "gemm.wgmma.ks160", "gemm.wgmma.ks", "gemm.wgmma.ks096"}) {
         EXPECT_THAT(error_of([&] { bench::parse_path_list(bad); }),
                     HasSubstr("got '" + std::string(bad) + "'"));
     }

@@ -194,6 +194,54 @@ TEST_F(Tern2Gemm, WgmmaTokenTilesMatchTheReference) {
     }
 }
 
+// The k-split tile (64 weight rows, the consumers on alternate k-tiles, each adding the other's
+// partial sums of its half of the tokens), forced with 96 and 128 tokens and the launcher's choice
+// over the one-group table: one k-tile (k = 64, 128: the second consumer has none), odd and even
+// k-tile counts, m off the token tile and below half of it (a consumer whose tokens all lie past
+// m), n off the 64 rows and off multiples of 4 (direct stores), many tiles per CTA (the exchange
+// reused).
+TEST_F(Tern2Gemm, WgmmaKSplitTileMatchesTheReference) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmmaKSplit);
+    uint64_t seed = 2101;
+    for (const int tokens : {96, 128, 0}) {
+        SCOPED_TRACE("tokens per tile " + std::to_string(tokens));
+        const trit::kernels::ScopedTern2GemmTokens forced(tokens);
+        run_shapes(kOneGroupShapes, ProductPath::kGemm, seed);
+        seed += 100;
+    }
+}
+
+// The k-split tile on few cases (the sanitizers' set): extreme x, outputs off 16-byte alignment,
+// six tiles per CTA with three k-tiles each (the exchange reused, the consumers' k-tile counts
+// unequal), and other token counts refused, naming them.
+TEST_F(Tern2Gemm, WgmmaKSplitTileEdges) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmmaKSplit);
+    uint64_t seed = 2501;
+    for (const int tokens : {96, 128}) {
+        SCOPED_TRACE("tokens per tile " + std::to_string(tokens));
+        const trit::kernels::ScopedTern2GemmTokens forced(tokens);
+        run_extreme_x(300, seed);
+        seed += 100;
+        run_offset_outputs(200, 640, seed);
+        seed += 100;
+        run_shapes({{1100, 4100, 320, 320}}, ProductPath::kGemm, seed);
+        seed += 100;
+    }
+    const trit::kernels::ScopedTern2GemmTokens forced(160);
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 300, c.n = 130, c.k = 256, c.group = 256;
+    try {
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("the k-split tile holds 96 or 128 tokens, got 160"));
+        EXPECT_THAT(e.what(), HasSubstr("m=300"));
+    }
+}
+
 // Outputs, w scales and biases 1..3 elements off 16-byte alignment with n % 4 = 0 (the wgmma
 // epilogue's unstaged path, the mma.sync kernel's scalar stores), through each variant.
 TEST_F(Tern2Gemm, OutputsOffSixteenByteAlignmentStayExact) {
@@ -202,6 +250,7 @@ TEST_F(Tern2Gemm, OutputsOffSixteenByteAlignmentStayExact) {
     if (device_is_sm90()) {
         variants.push_back(Tern2GemmVariant::kWgmma);
         variants.push_back(Tern2GemmVariant::kWgmmaStreamK);
+        variants.push_back(Tern2GemmVariant::kWgmmaKSplit);
     }
     uint64_t seed = 1301;
     for (Tern2GemmVariant v : variants) {
@@ -327,9 +376,11 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 }
 
 // The mma.sync/wgmma rule (kernels/tern2_gemm.cu, wgmma_pays) on the 18 shapes it was fitted on
-// (H200, 132 SMs; docs/BENCHMARKS.md, session 34): per shape, the faster kernel, both forced, at
-// m = 40, 48, 56, 64, 80, 96, 128, 160, 192, 256 (W: wgmma, M: mma.sync). The rule agrees on all
-// but 768 x 768 at m = 256, a tie (mma.sync 5.58 us, wgmma 5.62), where it takes wgmma.
+// (H200, 132 SMs; docs/BENCHMARKS.md, sessions 34 and 35) at m = 40, 48, 56, 64, 80, 96, 128, 160,
+// 192, 256 (W: wgmma, M: mma.sync): from m = 56 the wgmma kernel's k-split tile wherever its tiles
+// fit one wave with k <= 2n, or from m = 80 with 32 tiles or more (session 35: faster than both
+// other kernels there but 1024 x 1024 at m = 64, 4.62 against mma.sync's 4.45 us); else the
+// session-34 crossover of the 128-row tiles and mma.sync.
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
@@ -338,10 +389,10 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
         const char* picks;  // m = 40, 48, 56, 64, 80, 96, 128, 160, 192, 256
     };
     const std::vector<Case> cases = {
-        {768, 768, "MMMMMMMMMW"},    {768, 2048, "MMMMMMMMMM"},   {768, 3072, "MMMMMMMMMM"},
-        {1024, 1024, "MMMMMMMWWW"},  {1536, 768, "MMMMMMWWWW"},   {2048, 2048, "MMMMMMMWWW"},
-        {2048, 8192, "MMMMWWWWWW"},  {2560, 2560, "MMMMMMMWWW"},  {2560, 6912, "MMMMWWWWWW"},
-        {3072, 768, "MMWWWWWWWW"},   {3072, 3072, "MMMMWWWWWW"},  {4096, 4096, "MMMMWWWWWW"},
+        {768, 768, "MMWWWWWWWW"},    {768, 2048, "MMMMMMMMMW"},   {768, 3072, "MMMMMMMMMW"},
+        {1024, 1024, "MMWWWWWWWW"},  {1536, 768, "MMWWWWWWWW"},   {2048, 2048, "MMWWWWWWWW"},
+        {2048, 8192, "MMMMWWWWWW"},  {2560, 2560, "MMWWWWWWWW"},  {2560, 6912, "MMMMWWWWWW"},
+        {3072, 768, "MMWWWWWWWW"},   {3072, 3072, "MMWWWWWWWW"},  {4096, 4096, "MMWWWWWWWW"},
         {4096, 11008, "WWWWWWWWWW"}, {4096, 14336, "WWWWWWWWWW"}, {6912, 2560, "WWWWWWWWWW"},
         {8192, 2048, "WWWWWWWWWW"},  {11008, 4096, "WWWWWWWWWW"}, {14336, 4096, "WWWWWWWWWW"},
     };
@@ -353,32 +404,37 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
                          " m=" + std::to_string(ms[i]));
             const Tern2GemmVariant want =
                 sm90 && c.picks[i] == 'W' ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync;
-            EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0), want);
+            EXPECT_EQ(tern2_gemm_auto_kernel(ms[i], c.n, c.k, c.k, 9, 0, 132), want);
         }
         // Every shape takes the wgmma kernel at m > 256; none at m <= 16.
-        EXPECT_EQ(tern2_gemm_auto_kernel(384, c.n, c.k, c.k, 9, 0),
+        EXPECT_EQ(tern2_gemm_auto_kernel(384, c.n, c.k, c.k, 9, 0, 132),
                   sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0),
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 9, 0, 132),
                   sm90 ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(16, c.n, c.k, c.k, 9, 0, 132), Tern2GemmVariant::kMmaSync);
         // Scale groups, or a device other than 9.0: always mma.sync.
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0), Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0), Tern2GemmVariant::kMmaSync);
-        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0), Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, 128, 9, 0, 132),
+                  Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 8, 0, 132),
+                  Tern2GemmVariant::kMmaSync);
+        EXPECT_EQ(tern2_gemm_auto_kernel(2048, c.n, c.k, c.k, 10, 0, 132),
+                  Tern2GemmVariant::kMmaSync);
     }
-    // The rule's edges: k <= 1024 at n m = 147456 (3072 x 768 at m = 48 / 49); k <= 4096 at
-    // n ceil(m / 64) = 5120 (2560 rows at m = 128 / 129); longer k at 2560 (2560 x 6912 at m = 64 /
-    // 65).
+    // The rule's edges (the k-split tile's own in KSplitTilePaysWhereItFillsOneWave): it starts
+    // at m = 49 (2560 x 2560 at m = 48 / 49); k <= 2n (768 x 1536 / 1600 at m = 64); 32 tiles from
+    // m = 65 (2048 x 8192 at m = 64 / 65). The 128-row tiles and mma.sync: k <= 1024 at n m =
+    // 147456 (3072 x 768 at m = 48 / 49); longer k at n ceil(m / 64) = 2560 (2560 x 6912 at m =
+    // 64).
     const struct {
         int64_t m, n, k;
         bool wgmma;
-    } edges[] = {{48, 3072, 768, false},  {49, 3072, 768, true},    {128, 1152, 1024, false},
-                 {129, 1152, 1024, true}, {128, 2560, 4096, false}, {129, 2560, 4096, true},
-                 {64, 2560, 6912, false}, {65, 2560, 6912, true},   {64, 2561, 4160, true}};
+    } edges[] = {{48, 2560, 2560, false}, {49, 2560, 2560, true},  {64, 768, 1536, true},
+                 {64, 768, 1600, false},  {64, 2048, 8192, false}, {65, 2048, 8192, true},
+                 {48, 3072, 768, false},  {49, 3072, 768, true},   {64, 2560, 6912, false}};
     for (const auto& c : edges) {
         SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
                      " m=" + std::to_string(c.m));
-        EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0),
+        EXPECT_EQ(tern2_gemm_auto_kernel(c.m, c.n, c.k, c.k, 9, 0, 132),
                   sm90 && c.wgmma ? Tern2GemmVariant::kWgmma : Tern2GemmVariant::kMmaSync);
     }
 }
@@ -391,26 +447,28 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
 // on 3072 x 768; under stream-K the 128-token tiles (256 rows where they take half the waves of
 // 128); below m = 256 those or 96 tokens (session 32: m = 32, 64 and 128); never 96 on long k; at
 // m = 256, 96 tokens where 128 fill one wave with a third of the SMs idle or more, 256 on 14336
-// rows.
+// rows; but from m = 49 to 256 the k-split tile (64 rows, 96 or 128 tokens) wherever it pays
+// (session 35, KSplitTilePaysWhereItFillsOneWave).
 TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
     using trit::kernels::detail::tern2_gemm_sm90_tile;
     struct Case {
         int64_t m, n, k;
         bool wide;
         int tokens;
+        bool ksplit;
     };
     const std::vector<Case> cases = {
-        {2048, 2560, 2560, false, 160},  {2048, 2560, 6912, false, 160},
-        {2048, 6912, 2560, false, 176},  {2048, 4096, 4096, false, 256},
-        {2048, 14336, 4096, false, 256}, {2048, 4096, 14336, false, 256},
-        {2048, 768, 768, false, 96},     {2048, 3072, 768, false, 128},
-        {2048, 768, 3072, false, 96},    {2048, 768, 6144, false, 128},
-        {256, 768, 768, false, 96},      {256, 14336, 4096, false, 256},
-        {200, 14336, 4096, true, 128},   {200, 768, 768, false, 96},
-        {512, 768, 6144, false, 128},    {64, 768, 768, false, 96},
-        {32, 3072, 768, false, 96},      {128, 4096, 4096, false, 96},
-        {64, 4096, 6912, false, 128},    {128, 2560, 6912, false, 128},
-        {128, 14336, 4096, false, 128},  {200, 2560, 2560, false, 96},
+        {2048, 2560, 2560, false, 160, false},  {2048, 2560, 6912, false, 160, false},
+        {2048, 6912, 2560, false, 176, false},  {2048, 4096, 4096, false, 256, false},
+        {2048, 14336, 4096, false, 256, false}, {2048, 4096, 14336, false, 256, false},
+        {2048, 768, 768, false, 96, false},     {2048, 3072, 768, false, 128, false},
+        {2048, 768, 3072, false, 96, false},    {2048, 768, 6144, false, 128, false},
+        {256, 768, 768, false, 96, true},       {256, 14336, 4096, false, 256, false},
+        {200, 14336, 4096, true, 128, false},   {200, 768, 768, false, 96, true},
+        {512, 768, 6144, false, 128, false},    {64, 768, 768, false, 96, true},
+        {32, 3072, 768, false, 96, false},      {128, 4096, 4096, false, 96, true},
+        {64, 4096, 6912, false, 96, true},      {128, 2560, 6912, false, 128, true},
+        {128, 14336, 4096, false, 128, false},  {200, 2560, 2560, false, 96, true},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
@@ -418,6 +476,7 @@ TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
         const auto t = tern2_gemm_sm90_tile(c.m, c.n, c.k, 132);
         EXPECT_EQ(t.wide, c.wide);
         EXPECT_EQ(t.tokens, c.tokens);
+        EXPECT_EQ(t.ksplit, c.ksplit);
         // The 128-token tiles alone: the rule from before the other token counts (wide when it
         // takes at most half the waves of 128 rows).
         const auto t128 = trit::kernels::detail::tern2_gemm_sm90_tile_128(c.m, c.n, 132);
@@ -426,6 +485,55 @@ TEST(Tern2GemmContract, WgmmaTileLeavesTheLeastWorkOnTheBusiestSm) {
                                  (mt * ((c.n + 127) / 128) + sms - 1) / sms);
         EXPECT_EQ(t128.tokens, 128);
     }
+}
+
+// The k-split tile's tokens (132 SMs): 128 where 96 would take more waves (4096 x 4096 at m = 256:
+// 128 tiles of 64 x 128 in one wave against 192 of 64 x 96 in two) or at m = 97..128 on k > 4096
+// (one token tile), else 96 (2560 x 2560 at m = 256: 120 tiles of 64 x 96 in one wave, or 80 of
+// 64 x 128 in one).
+TEST(Tern2GemmContract, KSplitTokensLeaveTheLeastWorkOnTheBusiestSm) {
+    using trit::kernels::detail::tern2_gemm_sm90_ksplit_tokens;
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(256, 2560, 2560, 132), 96);
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(256, 4096, 4096, 132), 128);
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(96, 2560, 6912, 132), 96);
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(128, 4096, 4096, 132), 96);   // one wave either way
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(256, 8192, 2048, 132), 128);  // 2 waves against 3
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(128, 2560, 6912, 132), 128);  // k > 4096
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(97, 2560, 4160, 132), 128);
+    EXPECT_EQ(tern2_gemm_sm90_ksplit_tokens(129, 2560, 6912, 132), 96);
+    const trit::kernels::detail::Tern2GemmSm90Tile t{false, 96, true};
+    EXPECT_EQ(t.rows(), 64);
+}
+
+// Where auto takes the k-split tile (kernels/tern2_gemm_sm90_tile.h, 132 SMs): m = 49 .. 256; its
+// tiles in one wave (96 tokens at m = 96: 132 tiles of 64 rows is 8448 rows, 8449 is 133; at
+// m = 192, 2 x 66 tiles, 4224 rows); k <= 2n (768 x 1536 / 1537 at m = 64), or from m = 65 at
+// least 32 tiles (1984 / 2048 rows at k = 8192, m = 96; at m = 64, 2048 x 8192 does not) with
+// k <= 8192 up to m = 128 (4096 x 8192 / 8256 at m = 128; 8256 at m = 129).
+TEST(Tern2GemmContract, KSplitTilePaysWhereItFillsOneWave) {
+    using trit::kernels::detail::tern2_gemm_sm90_ksplit_pays;
+    using trit::kernels::detail::tern2_gemm_sm90_tile;
+    const struct {
+        int64_t m, n, k;
+        bool ksplit;
+    } cases[] = {{48, 2560, 2560, false},  {49, 2560, 2560, true},   {256, 2560, 2560, true},
+                 {257, 2560, 2560, false}, {96, 8448, 2048, true},   {96, 8449, 2048, false},
+                 {192, 4224, 1024, true},  {192, 4225, 1024, false}, {64, 768, 1536, true},
+                 {64, 768, 1537, false},   {96, 1984, 8192, false},  {96, 2048, 8192, true},
+                 {64, 2048, 8192, false},  {96, 768, 3072, false},   {256, 768, 3072, true},
+                 {128, 4096, 8192, true},  {128, 4096, 8256, false}, {129, 4096, 8256, true}};
+    for (const auto& c : cases) {
+        SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                     " k=" + std::to_string(c.k));
+        EXPECT_EQ(tern2_gemm_sm90_ksplit_pays(c.m, c.n, c.k, 132), c.ksplit);
+        EXPECT_EQ(tern2_gemm_sm90_tile(c.m, c.n, c.k, 132).ksplit, c.ksplit);
+        if (c.ksplit) {
+            EXPECT_EQ(tern2_gemm_sm90_tile(c.m, c.n, c.k, 132).rows(), 64);
+        }
+    }
+    // Fewer SMs, fewer tiles in a wave: 2560 x 2560 at m = 96 is 40 tiles.
+    EXPECT_TRUE(tern2_gemm_sm90_ksplit_pays(96, 2560, 2560, 40));
+    EXPECT_FALSE(tern2_gemm_sm90_ksplit_pays(96, 2560, 2560, 39));
 }
 
 TEST(Tern2GemmContract, ForcedTokensPerTileAreChecked) {

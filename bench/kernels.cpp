@@ -457,9 +457,11 @@ class ShapeBench {
                      dk = static_cast<double>(w.k);
         // The tern24 dense path reads the tern2 copy instead of the tern24 arrays, bt's nibble
         // GEMV the nibbles instead of the bt bytes.
-        const std::string bt_kernel = w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv
-                                          ? kn::bt_gemv_variant(w.weights(0), x, m, w.group)
-                                          : "";
+        // Above 8 tokens the bt gemv path runs the GEMV over chunks of 8 ("chunks").
+        const std::string bt_kernel =
+            w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv
+                ? (m > 8 ? "chunks" : kn::bt_gemv_variant(w.weights(0), x, m, w.group))
+                : "";
         const bool dense = (w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm) ||
                            bt_kernel == "nib4" || bt_kernel == "oneshot";
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;

@@ -458,6 +458,15 @@ bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, in
     return detail::fuse_runs(w.k <= kFuseMaxK && detail::oneshot_runs(w.n * w.k, kOneshotMaxWeights, takes), takes);
 }
 
+// Above 8 tokens, the chunks (3.6-7 us each on layers up to 1024 x 1024, a launch of the warp
+// kernel) against the generic kernel (one launch, one thread per output: ~0.5 us per column of k
+// while m * n fills the GPU; H200, session 35, docs/BENCHMARKS.md): the chunks were faster at every
+// m <= 64 measured (256 x 256 at m = 64: 58 against 128 us) and at every m on 512 x 784 and
+// 1024 x 1024 (m = 1024: 1219 against 2704 us, 2028 against 6904); on 256 x 256 and 256 x 512 the
+// generic kernel won at m = 1024 (464 against 915 us, 922 against 1014) and on 256 x 256 at m =
+// 256.
+constexpr int64_t kChunksMaxM = 64, kChunksMinWeights = 262144;
+
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
     if (oneshot_takes(w, x, m, group)) return bt_nib4_oneshot(w, x, m, group, out, stream);
@@ -468,6 +477,34 @@ void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     }
     gemv::check_call("bt_gemv", w, x, m, group, out, warp::rejects(w, m, group));
     warp::run(w, x, m, group, out, stream);
+}
+
+std::string bt_gemv_chunks_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                   int64_t group) {
+    if (m < 1) return "m must be >= 1";
+    if (m > kChunksMaxM && w.n * w.k < kChunksMinWeights)
+        return "above " + std::to_string(kChunksMaxM) +
+               " tokens n * k must be >= " + std::to_string(kChunksMinWeights) +
+               " (below it the generic kernel's one launch costs less than a GEMV launch per 8 "
+               "tokens)";
+    return bt_gemv_rejects(w, x, std::min<int64_t>(m, gemv::kMaxTokens), group);
+}
+
+void bt_gemv_chunks(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                    const ProductOut& out, cudaStream_t stream) {
+    gemv::check_call("bt_gemv_chunks", w, x, m, group, out, bt_gemv_chunks_rejects(w, x, m, group));
+    const int64_t groups = fmt::acc_num_groups(w.k, group);
+    for (int64_t i0 = 0; i0 < m; i0 += gemv::kMaxTokens) {
+        const int64_t mm = std::min<int64_t>(gemv::kMaxTokens, m - i0);
+        ProductOut o = out;
+        if (o.acc != nullptr) o.acc += i0 * w.n * groups;
+        if (o.y != nullptr) o.y += i0 * w.n;
+        if (o.x_scale_rows == m) {
+            o.x_scale += i0;
+            o.x_scale_rows = mm;
+        }
+        bt_gemv(w, x + i0 * w.k, mm, group, o, stream);
+    }
 }
 
 }  // namespace trit::kernels

@@ -50,6 +50,18 @@ bool bt_gemv_takes_float_x(const PackedWeights& w, const float* x, int64_t m, in
 void bt_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream);
 
+// Any m >= 1: bt_gemv over consecutive chunks of 8 tokens (the last one shorter), one call each on
+// `stream`; the dispatcher's gemv path for bt above m = 8, where no GEMM kernel takes bt (the
+// generic kernel, one thread per output, took 52 ms on 128256 x 4096 at m = 16 on the H200;
+// docs/BENCHMARKS.md, session 35). Its rules, named by bt_gemv_chunks_rejects: above 64 tokens
+// n * k >= 262144 (below it the generic kernel's one launch costs less than a launch per 8
+// tokens), and bt_gemv's for an 8-token chunk (min(m, 8) tokens); the launcher throws trit::Error
+// naming the call's m, n, k, group and the rule.
+std::string bt_gemv_chunks_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                   int64_t group);
+void bt_gemv_chunks(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                    const ProductOut& out, cudaStream_t stream);
+
 // One kernel alone (tests, benchmarks): its first broken rule ("" when it takes the call), and its
 // launcher, which throws trit::Error naming the kernel, m, n, k, group and the rule.
 std::string bt_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, int64_t m,

@@ -16,15 +16,20 @@ const std::vector<FastKernel>& fast_kernels() {
         // rows: {format, path, min_m, max_m, rejects, launch}
         {Format::kTern2, ProductPath::kGemv, 1, kTern2GemvMaxM, tern2_gemv_rejects, tern2_gemv},
         // m <= 8 calls the GEMV declines (m * k over its shared-memory stage) run here too.
-        {Format::kTern2, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern2_gemm_rejects, tern2_gemm},
-        // The dense path first where it measured faster (tern24_dense_first_rejects), then the GEMVs.
-        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_first_rejects,
-         tern24_dense_product},
+        {Format::kTern2, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(),
+         tern2_gemm_rejects, tern2_gemm},
+        // The dense path first where it measured faster (tern24_dense_first_rejects), then the
+        // GEMVs.
+        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(),
+         tern24_dense_first_rejects, tern24_dense_product},
         {Format::kTern24, ProductPath::kGemv, 1, 8, tern24_gemv_rejects, tern24_gemv},
         // The dense path for what the GEMVs decline (m > 8, or the rules above).
-        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(), tern24_dense_rejects,
-         tern24_dense_product},
+        {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(),
+         tern24_dense_rejects, tern24_dense_product},
         {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},
+        // Above 8 tokens, the GEMV over chunks of 8 (no GEMM takes bt).
+        {Format::kBt, ProductPath::kGemv, 9, std::numeric_limits<int64_t>::max(),
+         bt_gemv_chunks_rejects, bt_gemv_chunks},
     };
     return table;
 }

@@ -83,6 +83,28 @@ TEST_F(BtGemv, AutoDispatchPicksItForSmallM) {
     trit::gputest::check_product_case(c, ProductPath::kAuto);
 }
 
+// Above 8 tokens the gemv path runs bt_gemv over chunks of 8 (the last one shorter: m = 9, 20, 33),
+// every depth, with per-row x scales, per-tensor ones and int32 accumulators over
+// scale groups: each chunk's x, x scales and outputs start at its first token.
+TEST_F(BtGemv, ChunksOfEightTokensAboveEight) {
+    uint64_t seed = 900;
+    for (int depth = 1; depth <= 4; ++depth)
+        for (const Shape& s : std::vector<Shape>{{9, 130, 640, 64},
+                                                 {16, 33, 2560, 2560},
+                                                 {20, 67, 1027, 128},
+                                                 {33, 85, 784, 784}}) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = depth;
+            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+            c.seed = ++seed;
+            c.per_tensor_scale = seed % 2 == 0;
+            c.bias = seed % 3 != 0;
+            trit::gputest::check_product_case(c, ProductPath::kAuto);
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemv_chunks);
+        }
+}
+
 PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a) {
     PackedWeights w;
     w.format = Format::kBt;
@@ -148,8 +170,54 @@ TEST(BtGemvContract, DispatchTakesItForSmallMAndFallsBackOtherwise) {
     EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 1, 32, &why),
               ProductPath::kGeneric);
     EXPECT_THAT(why, HasSubstr("group must be >= k or >= 40"));
-    EXPECT_NE(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 9, 64, &why),
-              ProductPath::kGemv);
+    // Above 8 tokens: the GEMV over chunks of 8, with an 8-token chunk's rules.
+    for (int64_t m : {9, 16, 2048}) {
+        EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, m, 64, &why),
+                  ProductPath::kGemv)
+            << "m=" << m << ": " << why;
+        EXPECT_THAT(why, HasSubstr("gemv: m in [9, inf]"));
+    }
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 4096, 4096, g_codes), g_x, 16, 32, &why),
+              ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("group must be >= k or >= 40"));
+    // Small layers above 64 tokens: the generic kernel's one launch (n * k = 262143 / 262144); up
+    // to 64 tokens the chunks whatever the layer.
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 262143, 1, g_codes), g_x, 65, 1, &why),
+              ProductPath::kGeneric);
+    EXPECT_THAT(why, HasSubstr("above 64 tokens n * k must be >= 262144"));
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 512, 512, g_codes), g_x, 65, 512, &why),
+              ProductPath::kGemv)
+        << why;
+    EXPECT_EQ(trit::kernels::choose_path(bt(2, 32, 49, g_codes), g_x, 64, 49, &why),
+              ProductPath::kGemv)
+        << why;
+}
+
+TEST(BtGemvContract, ChunksNameTheCallAndAnEightTokenChunksRule) {
+    EXPECT_EQ(trit::kernels::bt_gemv_chunks_rejects(bt(2, 64, 4096, g_codes), g_x, 2048, 64), "");
+    EXPECT_EQ(trit::kernels::bt_gemv_chunks_rejects(bt(2, 4, 4096, g_codes), g_x, 3, 64), "");
+    EXPECT_THAT(trit::kernels::bt_gemv_chunks_rejects(bt(2, 4, 4096, g_codes), g_x, 0, 64),
+                HasSubstr("m must be >= 1"));
+    int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    const struct {
+        int64_t n, k, group;
+        const char* rule;
+    } cases[] = {{4, 4096, 4096, "above 64 tokens n * k must be >= 262144"},
+                 {64, 4096, 39, "group must be >= k or >= 40"},
+                 {4, 1 << 18, 1 << 18, "must fit"}};
+    for (const auto& c : cases) {
+        try {
+            trit::kernels::bt_gemv_chunks(bt(2, c.n, c.k, g_codes), g_x, 65, c.group, out, nullptr);
+            ADD_FAILURE() << "expected trit::Error with '" << c.rule << "'";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("bt_gemv_chunks (bt, m=65, n=" + std::to_string(c.n) +
+                                            ", k=" + std::to_string(c.k) +
+                                            ", group=" + std::to_string(c.group) + "): "));
+            EXPECT_THAT(e.what(), HasSubstr(c.rule));
+        }
+    }
 }
 
 }  // namespace

@@ -39,10 +39,11 @@ const std::vector<Shape> kShapes = {
     {2, 3, 14336, 14336},   {8, 9, 1283, 128},   {1, 31, 1001, 1001}, {2, 33, 3, 3},
 };
 
-TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
-    uint64_t seed = 500;
+// Every depth over `shapes`, through `path` and through `launch` alone.
+void run_every_depth(const std::vector<Shape>& shapes, uint64_t seed, ProductPath path,
+                     trit::gputest::ProductLauncher launch) {
     for (int depth = 1; depth <= 4; ++depth)
-        for (const Shape& s : kShapes) {
+        for (const Shape& s : shapes) {
             ProductCase c;
             c.format = Format::kBt;
             c.depth = depth;
@@ -50,9 +51,13 @@ TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
             c.seed = ++seed;
             c.per_tensor_scale = seed % 2 == 0;
             c.bias = seed % 3 != 0;
-            trit::gputest::check_product_case(c, ProductPath::kGemv);
-            trit::gputest::check_product_case(c, trit::kernels::bt_gemv_warp);
+            trit::gputest::check_product_case(c, path);
+            trit::gputest::check_product_case(c, launch);
         }
+}
+
+TEST_F(BtGemv, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
+    run_every_depth(kShapes, 500, ProductPath::kGemv, trit::kernels::bt_gemv_warp);
 }
 
 // x at the int8 extremes only: with d = 4 (|code| <= 40) every byte of the dp4a and the column-4
@@ -87,22 +92,9 @@ TEST_F(BtGemv, AutoDispatchPicksItForSmallM) {
 // every depth, with per-row x scales, per-tensor ones and int32 accumulators over
 // scale groups: each chunk's x, x scales and outputs start at its first token.
 TEST_F(BtGemv, ChunksOfEightTokensAboveEight) {
-    uint64_t seed = 900;
-    for (int depth = 1; depth <= 4; ++depth)
-        for (const Shape& s : std::vector<Shape>{{9, 130, 640, 64},
-                                                 {16, 33, 2560, 2560},
-                                                 {20, 67, 1027, 128},
-                                                 {33, 85, 784, 784}}) {
-            ProductCase c;
-            c.format = Format::kBt;
-            c.depth = depth;
-            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
-            c.seed = ++seed;
-            c.per_tensor_scale = seed % 2 == 0;
-            c.bias = seed % 3 != 0;
-            trit::gputest::check_product_case(c, ProductPath::kAuto);
-            trit::gputest::check_product_case(c, trit::kernels::bt_gemv_chunks);
-        }
+    run_every_depth(
+        {{9, 130, 640, 64}, {16, 33, 2560, 2560}, {20, 67, 1027, 128}, {33, 85, 784, 784}}, 900,
+        ProductPath::kAuto, trit::kernels::bt_gemv_chunks);
 }
 
 PackedWeights bt(int depth, int64_t n, int64_t k, const uint8_t* a) {

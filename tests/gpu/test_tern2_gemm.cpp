@@ -119,6 +119,21 @@ void run_offset_outputs(int64_t m, int64_t k, uint64_t seed) {
     }
 }
 
+// A 300 x 130 x 256 product through the gemm path under the variant and tokens in force: refused
+// with an error naming m and `rule`.
+void expect_refused(const std::string& rule) {
+    ProductCase c;
+    c.format = Format::kTern2;
+    c.m = 300, c.n = 130, c.k = 256, c.group = 256;
+    try {
+        trit::gputest::check_product_case(c, ProductPath::kGemm);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr(rule));
+        EXPECT_THAT(e.what(), HasSubstr("m=300"));
+    }
+}
+
 TEST_F(Tern2Gemm, MatchesTheReferenceOverTheShapeTable) {
     run_shapes(kGemmShapes, ProductPath::kGemm, 101);
 }
@@ -182,16 +197,7 @@ TEST_F(Tern2Gemm, WgmmaTokenTilesMatchTheReference) {
                ProductPath::kGemm, seed);
     VariantScope stream_k(trit::kernels::Tern2GemmVariant::kWgmmaStreamK);
     const trit::kernels::ScopedTern2GemmTokens forced(96);
-    ProductCase c;
-    c.format = Format::kTern2;
-    c.m = 300, c.n = 130, c.k = 256, c.group = 256;
-    try {
-        trit::gputest::check_product_case(c, ProductPath::kGemm);
-        ADD_FAILURE() << "expected trit::Error";
-    } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("stream-K runs 128-token tiles only, got 96"));
-        EXPECT_THAT(e.what(), HasSubstr("m=300"));
-    }
+    expect_refused("stream-K runs 128-token tiles only, got 96");
 }
 
 // The k-split tile (64 weight rows, the consumers on alternate k-tiles, each adding the other's
@@ -230,16 +236,7 @@ TEST_F(Tern2Gemm, WgmmaKSplitTileEdges) {
         seed += 100;
     }
     const trit::kernels::ScopedTern2GemmTokens forced(160);
-    ProductCase c;
-    c.format = Format::kTern2;
-    c.m = 300, c.n = 130, c.k = 256, c.group = 256;
-    try {
-        trit::gputest::check_product_case(c, ProductPath::kGemm);
-        ADD_FAILURE() << "expected trit::Error";
-    } catch (const trit::Error& e) {
-        EXPECT_THAT(e.what(), HasSubstr("the k-split tile holds 96 or 128 tokens, got 160"));
-        EXPECT_THAT(e.what(), HasSubstr("m=300"));
-    }
+    expect_refused("the k-split tile holds 96 or 128 tokens, got 160");
 }
 
 // Outputs, w scales and biases 1..3 elements off 16-byte alignment with n % 4 = 0 (the wgmma

@@ -19,9 +19,10 @@
 // where a few tiles meet a long k, a k-split 64-row tile where that fills one wave) takes
 // one-scale-group calls on a compute capability 9.0 device where it measured faster: m > 256;
 // for m = 49..256 wherever its k-split tile pays (kernels/tern2_gemm_sm90_tile.h: its tiles fit
-// one wave and k <= 2n, or m > 64 and 32 tiles or more); for m = 17..256, where k <= 1024 and n m >
-// 147456, k <= 4096 and n ceil(m / 64) > 5120, or longer k and n ceil(m / 64) > 2560 (the mma.sync
-// kernel's 64-token tiles against the wgmma kernel's one wave; measured crossover, see the .cu);
+// one wave and k <= 2n, or m > 64, 32 tiles or more and m > 128 or k <= 8192); for m = 17..256,
+// where k <= 1024 and n m > 147456, k <= 4096 and n ceil(m / 64) > 5120, or longer k and
+// n ceil(m / 64) > 2560 (the mma.sync kernel's 64-token tiles against the wgmma kernel's one wave;
+// measured crossover, see the .cu);
 // set_tern2_gemm_variant forces either.
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,

@@ -1,14 +1,14 @@
 // The streaming GEMV of kernels/tern24_gemv.h (tern24_gemv_stream, m <= 2; tern24_gemv.cu holds the
 // warp-per-row kernel and the dispatch), kernels/tern2_gemv_stream.h (tern2_gemv_stream, m = 1) and
-// kernels/bt_nib4.h (bt_nib4_gemv, m = 1): one kernel, gemv_stream_kernel<Codec, M, kOneGroup>, whose
-// Codec says how a 128-column chunk is loaded and multiplied. Tern2Codec: 32 code bytes per chunk,
-// the __byte_perm decode of kernels/tern2_mma.cuh and dp4a, x permuted to match, no table.
+// kernels/bt_nib4.h (bt_nib4_gemv, m = 1): one kernel, gemv_stream_kernel<Codec, M, kOneGroup>,
+// whose Codec says how a 128-column chunk is loaded and multiplied. Tern2Codec: 32 code bytes per
+// chunk, the prmt decode of kernels/tern2_mma.cuh and dp4a, x permuted to match, no table.
 // Nib4Codec: 64 nibble bytes per chunk, masks and dp4a, each 64-column half summed apart (groups of
 // 64). Tern24Codec, as follows.
-// The two tern24 kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4, through a
-// table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared memory
-// (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group and
-// token.
+// The two tern24 kernels decode a 4-column group from a 6-bit index, bitmap | sign_pair << 4,
+// through a table of its 4 int8 codes (kernels/tern24_table.cuh) replicated once per lane in shared
+// memory (lane l's copy in bank l: lookups never conflict), then multiply with one dp4a per group
+// and token.
 //
 // Streaming kernel. Layout: a row is C = k / 128 chunks of 128 columns (tern24: 16 mask + 8 sign
 // bytes; tern2: 32 code bytes).
@@ -19,9 +19,9 @@
 // blockIdx.x, + gridDim.x, ..., team s taking rows 2s and 2s + 1 of a tile; the grid is as many
 // blocks as the GPU holds at once (occupancy x SMs, two blocks an SM at <= 128 registers).
 // Loads: ld.global.nc.L1::no_allocate per row, 16 + 8 bytes (tern24) or 2 x 16 (tern2). Two tiles
-// are in flight per thread (96 or 128 bytes): register sets A and B hold a block's even and odd tiles, and right after a row of
-// the current tile is decoded its registers receive the same row of the tile two ahead, so the
-// ring needs no register copies.
+// are in flight per thread (96 or 128 bytes): register sets A and B hold a block's even and odd
+// tiles, and right after a row of the current tile is decoded its registers receive the same row of
+// the tile two ahead, so the ring needs no register copies.
 //
 // Decode, per 32-column word of a chunk (mask word M: byte b holds the bitmaps of groups 2b (low
 // nibble) and 2b + 1; its 16 sign bits: nibble b holds the sign pairs of groups 2b (bits 0-1) and
@@ -38,17 +38,21 @@
 // Sums: each thread's chunk sum per row and token is reduced over its scale group's run of lanes
 // (groups of 128 * 2^e <= 4096 columns: runs of 2^e lanes, shuffles; one group or groups of whole
 // warps: a warp, REDUX), one partial per run goes to shared memory (double-buffered by tile parity:
-// one barrier per tile). With one scale group the first S * 2 * m threads each finish one (row,
-// token): they add the runs, then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups
-// in increasing order from +0.0f, no FMA). With several, the epilogue takes two steps a tile apart
-// (group_terms, group_sums below): the warps form the terms w_scale[g] * float(sum), one warp adds
-// them in order. Their row's weight scale and bias are requested into
-// registers with the tile's weights, two tiles ahead (the rows of several groups' scales are
-// prefetched into L1): a miss there would hold the whole block at the next barrier. Launch: with
-// PackedWeights::pdl the first two tiles' weights, scales and bias are requested before
-// pdl_wait() (none of them is written by the kernel before, kernels/pdl.cuh); x and x_scale,
-// which it may write, after it. The code table is filled before pdl_wait() too. The blocks let the
-// next kernel start before pdl_wait(), or (tern24 at m = 1) once x is loaded.
+// one barrier per tile). With one scale group and a team of one warp (k <= 4096) the REDUX leaves
+// each row's whole sum in every lane: lanes 0 .. 2M - 1 finish the warp's own outputs, with no
+// partials and no barrier, so a warp that waits on its loads holds no other (tern2, 128256 x 4096
+// on the H200: 39.8 -> 39.0-39.2 us; tern24 35.1 -> 33.7-33.8 us; docs/BENCHMARKS.md, session 36).
+// With one scale group the first S * 2 * m threads each finish one (row, token): they add the runs,
+// then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups in increasing order from
+// +0.0f, no FMA). With several, the epilogue takes two steps a tile apart (group_terms, group_sums
+// below): the warps form the terms w_scale[g] * float(sum), one warp adds them in order. Their
+// row's weight scale and bias are requested into registers with the tile's weights, two tiles ahead
+// (the rows of several groups' scales are prefetched into L1): a miss there would hold the whole
+// block at the next barrier. Launch: with PackedWeights::pdl the first two tiles' weights, scales
+// and bias are requested before pdl_wait() (none of them is written by the kernel before,
+// kernels/pdl.cuh); x and x_scale, which it may write, after it. The code table is filled before
+// pdl_wait() too. The blocks let the next kernel start before pdl_wait(), or (tern24 at m = 1) once
+// x is loaded.
 //
 #include "kernels/tern24_gemv.h"
 
@@ -342,15 +346,18 @@ struct Tile {
 
 // kOneGroup: a.groups == 1 (one finisher thread per output, its scale in registers); else the
 // warps finish a tile's outputs together (finish_groups). Two kernels: each keeps only its
-// epilogue's registers.
-template <class Codec, int M, bool kOneGroup>
+// epilogue's registers. kWarpTeam (one group and a team of one warp, k <= 4096): a row's sum is
+// whole in every lane after the warp's REDUX, so lanes 0 .. kRows * M - 1 of each warp finish its
+// own rows and the tiles need no partials and no barrier: the warps stream apart.
+template <class Codec, int M, bool kOneGroup, bool kWarpTeam = false>
 __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args a) {
+    static_assert(kOneGroup || !kWarpTeam, "a warp team finishes one scale group");
     using Tile = stream::Tile<Codec>;
     constexpr int H = Codec::kHalves ? 2 : 1;  // sums per chunk and token
     // Entry e of lane l at word e * kTableStride + l; words 32..63 of a row are unused.
     __shared__ __align__(16) uint32_t table[Codec::kTable ? kTableEntries * kTableStride : 1];
     // Partials per (tile parity, (row of the tile) * M + token, run of lanes of the team).
-    __shared__ __align__(8) int32_t partial[2][kRows * M * kMaxThreads * H];
+    __shared__ __align__(8) int32_t partial[2][kWarpTeam ? 1 : kRows * M * kMaxThreads * H];
     // Several groups: the group terms of a tile's outputs per tile parity, (tile_rows * M, G)
     // with rows G | 1 apart (<= kMaxTerms).
     __shared__ float terms[2][kOneGroup ? 1 : kMaxTerms];
@@ -377,10 +384,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         load_a_p += grid_rows * a_row;
         load_b_p += grid_rows * b_row;
     };
-    // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); its scale and
-    // bias are requested with the tile's weights.
-    const bool finisher = t < tile_rows * M;
-    const int e_row = t / M, e_tok = t % M;
+    // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); with a warp
+    // team, lane l < kRows * M of slot s finishes output s * kRows * M + l, of its own rows. Its
+    // scale and bias are requested with the tile's weights.
+    const bool finisher = kWarpTeam ? lane < kRows * M : t < tile_rows * M;
+    const int e_out = kWarpTeam ? slot * kRows * M + lane : t;
+    const int e_row = e_out / M, e_tok = e_out % M;
     const bool fused = a.out.y != nullptr;
     int64_t scale_row = int64_t{blockIdx.x} * tile_rows + e_row;
     auto load_epilogue = [&](float& ws, float& bias) {
@@ -410,14 +419,14 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // The x scales: written by the previous kernel, so read after pdl_wait().
     float sx[M] = {};
     auto sx_of = [&](int tok) { return tok == 0 ? sx[0] : sx[M - 1]; };  // registers, not a local array
-    // One group: output (j, e_tok) from the finisher's partials p.
-    auto finish = [&](const int32_t* p, int64_t j, float ws, float bias) {
+    // One group: output (j, e_tok) from its sum.
+    auto finish = [&](int32_t sum, int64_t j, float ws, float bias) {
         if (!fused) {
-            a.out.acc[e_tok * a.n + j] = group_sum(p, 0);
+            a.out.acc[e_tok * a.n + j] = sum;
             return;
         }
         // store_output's arithmetic: from +0.0f, then scale and bias.
-        const float s = detail::epilogue_add(0.0f, ws, group_sum(p, 0));
+        const float s = detail::epilogue_add(0.0f, ws, sum);
         a.out.y[e_tok * a.n + j] = __fadd_rn(__fmul_rn(s, sx_of(e_tok)), bias);
     };
     // Several groups, in two steps a tile apart (no barrier of their own). Terms: right after a
@@ -515,6 +524,34 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // ahead (so the two tiles in flight need no register copies), and the scale registers, once
     // the epilogue has used them, that tile's scale and bias.
     auto step = [&](Tile& cur, float& ws, float& bias) {
+        if constexpr (kWarpTeam) {
+            int32_t own = 0;  // the sum of this lane's output
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+                int acc[M][H];
+#pragma unroll
+                for (int i = 0; i < M; ++i)
+#pragma unroll
+                    for (int h = 0; h < H; ++h)
+                        acc[i][h] = xoff[i][h];
+                Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
+                load_row_r(cur, r);
+#pragma unroll
+                for (int i = 0; i < M; ++i) {
+                    int s = acc[i][0];
+                    if constexpr (H == 2) s += acc[i][1];
+                    s = __reduce_add_sync(0xffffffffu, s);
+                    if (lane == r * M + i) own = s;
+                }
+            }
+            next_tile();
+            const int64_t j = row + e_row;
+            if (finisher && j < a.n) finish(own, j, ws, bias);
+            load_epilogue(ws, bias);
+            tile += gridDim.x;
+            row += grid_rows;
+            return;
+        }
         int32_t* part = partial[par];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
@@ -550,9 +587,10 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         __syncthreads();
         const int64_t j = row + e_row;
         if constexpr (kOneGroup) {
-            if (finisher && j < a.n) finish(part + t * runs, j, ws, bias);
+            if (finisher && j < a.n) finish(group_sum(part + t * runs, 0), j, ws, bias);
         } else {
-            if (tile != blockIdx.x) group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
+            if (tile != blockIdx.x)
+                group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
             group_terms(part, terms[par], row);
         }
         load_epilogue(ws, bias);
@@ -629,9 +667,15 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     a.out = out;
     const int threads = a.slots * a.team;
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
-    void (*kernel)(Args) = a.groups == 1 ? gemv_stream_kernel<Codec, 1, true> : gemv_stream_kernel<Codec, 1, false>;
+    const bool warp_team = a.groups == 1 && a.team == kWarp;
+    void (*kernel)(Args) = warp_team ? gemv_stream_kernel<Codec, 1, true, true>
+                                     : (a.groups == 1 ? gemv_stream_kernel<Codec, 1, true>
+                                                      : gemv_stream_kernel<Codec, 1, false>);
     if constexpr (Codec::kMaxM == 2) {  // the rules keep m <= kMaxM
-        if (m == 2) kernel = a.groups == 1 ? gemv_stream_kernel<Codec, 2, true> : gemv_stream_kernel<Codec, 2, false>;
+        if (m == 2)
+            kernel = warp_team ? gemv_stream_kernel<Codec, 2, true, true>
+                               : (a.groups == 1 ? gemv_stream_kernel<Codec, 2, true>
+                                                : gemv_stream_kernel<Codec, 2, false>);
     }
     const dim3 grid(static_cast<unsigned>(std::min(tiles, resident_blocks(kernel, threads))));
     detail::launch_kernel(kernel, grid, dim3(threads), 0, stream, true, a);

@@ -135,6 +135,7 @@ __device__ __forceinline__ void x_fragments(const uint4& lo, const uint4& hi, ui
 // top bit clear, so prmt copies instead of sign-replicating): L the fields of columns 0, 2, .., 14,
 // H of 1, 3, .., 15. prmt's source bytes {0x00, 0x01, 0xFF, 0x00} map field 00 -> 0, 01 -> +1,
 // 10 -> -1 (and the invalid 11 -> 0, as tern2_decode).
+// (__byte_perm, not tern2dev::decode4: with it ptxas spilled 12-24 bytes in two of these kernels.)
 __device__ __forceinline__ void code_fragments(uint32_t w, uint32_t (&b)[2][2]) {
     constexpr uint32_t kLut = 0x00FF0100u;
     const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;

@@ -43,6 +43,7 @@
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/tern2_mma.cuh"
 
 // The wgmma / setmaxnreg body exists only in the sm_90a compilation (the only one this file gets,
 // see kernels/CMakeLists.txt); any other target compiles a trap.
@@ -64,7 +65,6 @@ constexpr int kKS = 128;                  // k columns per stage: one 128-byte s
 constexpr int kKSteps = kKS / 32;         // wgmma k32 steps per stage
 constexpr int kCodeRowBytes = kKS / fmt::kTern2CodesPerByte;  // 32
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 * 232 = 384 * 168
-constexpr uint32_t kDecodeTable = 0x00FF0100u;  // bytes: field 0 -> 0, 1 -> +1, 2 -> -1, 3 -> 0
 
 // MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages, the y tile
 // staged YR tokens at a time, BN tokens per tile (wgmma N, one of kTern2GemmSm90Tokens). KS: the
@@ -383,10 +383,10 @@ __device__ __forceinline__ void decode_step(uint32_t w0, uint32_t w1, uint32_t h
     const uint32_t v = __byte_perm(__byte_perm(w0, w1, sel), __byte_perm(h0, h1, sel), 0x5410);
     // lo: nibbles = fields 0, 2 of each byte; hi: fields 1, 3 (top bit of each nibble clear).
     const uint32_t lo = v & 0x33333333u, hi = (v >> 2) & 0x33333333u;
-    const uint32_t e01 = __byte_perm(kDecodeTable, 0, lo);  // [b0 c0, b0 c2, b1 c0, b1 c2]
-    const uint32_t o01 = __byte_perm(kDecodeTable, 0, hi);  // [b0 c1, b0 c3, b1 c1, b1 c3]
-    const uint32_t e23 = __byte_perm(kDecodeTable, 0, lo >> 16);
-    const uint32_t o23 = __byte_perm(kDecodeTable, 0, hi >> 16);
+    const uint32_t e01 = tern2dev::decode4(lo);  // [b0 c0, b0 c2, b1 c0, b1 c2]
+    const uint32_t o01 = tern2dev::decode4(hi);  // [b0 c1, b0 c3, b1 c1, b1 c3]
+    const uint32_t e23 = tern2dev::decode4(lo >> 16);
+    const uint32_t o23 = tern2dev::decode4(hi >> 16);
     a[0] = __byte_perm(e01, o01, 0x5140);  // byte 0: row g, columns 4t .. 4t + 3
     a[2] = __byte_perm(e01, o01, 0x7362);  // byte 1: row g, columns 16 + 4t ..
     a[1] = __byte_perm(e23, o23, 0x5140);  // byte 2: row g + 8, columns 4t ..

@@ -26,13 +26,25 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
     return v;
 }
 
+// __byte_perm(kDecodeTable, 0, sel): the int8 codes of the four fields in sel's low nibbles. In
+// asm, so nvcc does not see that prmt reads only sel's low 16 bits: with __byte_perm it rewrote
+// (w >> 2) & 0x33333333 >> 16 as (w >> 18) & 0x3333 and so on, 7 integer instructions to split a
+// word where lo, hi, lo >> 16 and hi >> 16 take 5 (the PTX of every tern2 decode). Measured on
+// the H200 (docs/BENCHMARKS.md, session 36): the streaming GEMV on 128256 x 4096 39.0 -> 35.8 us,
+// the skinny GEMV at m = 1 3-4 % faster; the wgmma GEMM's SASS has 629 LOP3 instead of 917.
+__device__ __forceinline__ uint32_t decode4(uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(kDecodeTable), "r"(sel));
+    return d;
+}
+
 // 16 packed codes -> int8 codes of columns [0 2 4 6], [8 10 12 14], [1 3 5 7], [9 11 13 15].
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t* r) {
     const uint32_t lo = w & 0x33333333u, hi = (w >> 2) & 0x33333333u;
-    r[0] = __byte_perm(kDecodeTable, 0, lo);
-    r[1] = __byte_perm(kDecodeTable, 0, lo >> 16);
-    r[2] = __byte_perm(kDecodeTable, 0, hi);
-    r[3] = __byte_perm(kDecodeTable, 0, hi >> 16);
+    r[0] = decode4(lo);
+    r[1] = decode4(lo >> 16);
+    r[2] = decode4(hi);
+    r[3] = decode4(hi >> 16);
 }
 
 // 16 int8 x codes (columns 0..15) -> decode_word's column order.

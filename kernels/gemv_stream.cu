@@ -523,19 +523,24 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // Multiplies the tile in `cur`; each row's registers then receive the same row of the tile two
     // ahead (so the two tiles in flight need no register copies), and the scale registers, once
     // the epilogue has used them, that tile's scale and bias.
+    // acc = row r of `cur` . x; then the row's registers receive the same row of the tile two
+    // ahead.
+    auto dot_row = [&](Tile& cur, int r, int(&acc)[M][H]) {
+#pragma unroll
+        for (int i = 0; i < M; ++i)
+#pragma unroll
+            for (int h = 0; h < H; ++h)
+                acc[i][h] = xoff[i][h];
+        Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
+        load_row_r(cur, r);
+    };
     auto step = [&](Tile& cur, float& ws, float& bias) {
         if constexpr (kWarpTeam) {
             int32_t own = 0;  // the sum of this lane's output
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
                 int acc[M][H];
-#pragma unroll
-                for (int i = 0; i < M; ++i)
-#pragma unroll
-                    for (int h = 0; h < H; ++h)
-                        acc[i][h] = xoff[i][h];
-                Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
-                load_row_r(cur, r);
+                dot_row(cur, r, acc);
 #pragma unroll
                 for (int i = 0; i < M; ++i) {
                     int s = acc[i][0];
@@ -556,13 +561,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
             int acc[M][H];
-#pragma unroll
-            for (int i = 0; i < M; ++i)
-#pragma unroll
-                for (int h = 0; h < H; ++h)
-                    acc[i][h] = xoff[i][h];
-            Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
-            load_row_r(cur, r);
+            dot_row(cur, r, acc);
 #pragma unroll
             for (int i = 0; i < M; ++i) {
                 if constexpr (H == 2) {

@@ -520,9 +520,6 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // The current tile, its first row, and the partials' buffer it writes.
     int64_t tile = blockIdx.x, row = int64_t{blockIdx.x} * tile_rows;
     int par = 0;
-    // Multiplies the tile in `cur`; each row's registers then receive the same row of the tile two
-    // ahead (so the two tiles in flight need no register copies), and the scale registers, once
-    // the epilogue has used them, that tile's scale and bias.
     // acc = row r of `cur` . x; then the row's registers receive the same row of the tile two
     // ahead.
     auto dot_row = [&](Tile& cur, int r, int(&acc)[M][H]) {
@@ -534,6 +531,9 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
         load_row_r(cur, r);
     };
+    // Multiplies the tile in `cur`; each row's registers then receive the same row of the tile two
+    // ahead (so the two tiles in flight need no register copies), and the scale registers, once
+    // the epilogue has used them, that tile's scale and bias.
     auto step = [&](Tile& cur, float& ws, float& bias) {
         if constexpr (kWarpTeam) {
             int32_t own = 0;  // the sum of this lane's output

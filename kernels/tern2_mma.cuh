@@ -28,10 +28,11 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
 
 // __byte_perm(kDecodeTable, 0, sel): the int8 codes of the four fields in sel's low nibbles. In
 // asm, so nvcc does not see that prmt reads only sel's low 16 bits: with __byte_perm it rewrote
-// (w >> 2) & 0x33333333 >> 16 as (w >> 18) & 0x3333 and so on, 7 integer instructions to split a
-// word where lo, hi, lo >> 16 and hi >> 16 take 5 (the PTX of every tern2 decode). Measured on
-// the H200 (docs/BENCHMARKS.md, session 36): the streaming GEMV on 128256 x 4096 39.0 -> 35.8 us,
-// the skinny GEMV at m = 1 3-4 % faster; the wgmma GEMM's SASS has 629 LOP3 instead of 917.
+// hi >> 16 = ((w >> 2) & 0x33333333) >> 16 as (w >> 18) & 0x3333 and so on, 7 integer
+// instructions to split a word where lo, hi, lo >> 16 and hi >> 16 take 5 (the PTX of every tern2
+// decode). Measured on the H200 (docs/BENCHMARKS.md, session 36): the streaming GEMV on
+// 128256 x 4096 39.0 -> 35.8 us, the skinny GEMV at m = 1 3-4 % faster; the wgmma GEMM's SASS has
+// 629 LOP3 instead of 917.
 __device__ __forceinline__ uint32_t decode4(uint32_t sel) {
     uint32_t d;
     asm("prmt.b32 %0, %1, 0, %2;" : "=r"(d) : "r"(kDecodeTable), "r"(sel));

@@ -4,13 +4,15 @@
 // next tile's weights in registers), each with and without programmatic dependent launch, timed
 // like `trit bench kernels` (gated CUDA events, weights rotated past 2 x L2). Standalone, not
 // part of the build; the GEMVs' outputs are checked against a CPU dot product ("ok"). On the GPU
-// machine: nvcc -O3 -std=c++17 -arch=sm_90a bench/lab/gemv_bounds.cu -o gemv_bounds && ./gemv_bounds
+// machine: nvcc -O3 -std=c++17 -arch=sm_90a bench/lab/gemv_bounds.cu -o gemv_bounds &&
+// ./gemv_bounds
 // `./gemv_bounds rw IN_BYTES OUT_BYTES ...` times only a kernel that reads IN bytes (rotated past
 // L2) and writes OUT bytes, per pair: the floor of a small GEMM call (e.g. the BWTA shapes).
 // `./gemv_bounds rw3 W_BYTES A_BYTES OUT_BYTES ...`: the same with a GEMM's dependency chain, per
 // triple: W bytes (weights, rotated) read before the wait for the previous call, then A bytes
 // (activations, not rotated: in L2, as the previous kernel left them) read after it, and OUT
-// bytes written from both.
+// bytes written from both. `./gemv_bounds floors FORMAT:M:NxK ...`: rw3 under PDL with the bytes
+// of that product call (call_floors below).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -321,35 +323,81 @@ uint8_t* make_ring(int64_t units16, int64_t& stride, int64_t& count) {
     return ring;
 }
 
+// read_wait_read_write_kernel's time per call (us) for W weight bytes (rotated), A bytes of x and
+// OUT bytes of y, chained with PDL (pdl = 1) or not.
+double rw3_time(int64_t w_bytes, int64_t a_bytes, int64_t out_bytes, int pdl, cudaStream_t s) {
+    const int B = 32, S = 30;
+    const int64_t w16 = (w_bytes + 15) / 16, a16 = (a_bytes + 15) / 16,
+                  out16 = (out_bytes + 15) / 16;
+    int64_t stride, count;
+    uint8_t* ring = make_ring(w16, stride, count);
+    uint4 *a, *out;
+    CK(cudaMalloc(&a, a16 * 16));
+    CK(cudaMemset(a, 2, a16 * 16));
+    CK(cudaMalloc(&out, out16 * 16));
+    const int64_t units = std::max(std::max(w16, a16), out16);
+    const unsigned blocks = static_cast<unsigned>((units + 255) / 256);
+    const double us = time_calls(
+        [&](int i) {
+            launch_ex(read_wait_read_write_kernel, dim3(blocks), dim3(256), 0, s, pdl,
+                      reinterpret_cast<const uint4*>(ring + (i % count) * stride), w16,
+                      static_cast<const uint4*>(a), a16, out, out16);
+        },
+        B, S, s);
+    CK(cudaFree(ring));
+    CK(cudaFree(a));
+    CK(cudaFree(out));
+    return us;
+}
+
 // `gemv_bounds rw3 W A OUT ...`: read_wait_read_write_kernel's time per call for each triple.
 int read_wait_read_write_floors(int argc, char** argv, cudaStream_t s) {
-    const int B = 32, S = 30;
     for (int arg = 2; arg + 2 < argc; arg += 3) {
         const int64_t w_bytes = std::atoll(argv[arg]), a_bytes = std::atoll(argv[arg + 1]),
                       out_bytes = std::atoll(argv[arg + 2]);
-        const int64_t w16 = (w_bytes + 15) / 16, a16 = (a_bytes + 15) / 16, out16 = (out_bytes + 15) / 16;
-        int64_t stride, count;
-        uint8_t* ring = make_ring(w16, stride, count);
-        uint4 *a, *out;
-        CK(cudaMalloc(&a, a16 * 16));
-        CK(cudaMemset(a, 2, a16 * 16));
-        CK(cudaMalloc(&out, out16 * 16));
-        const int64_t units = std::max(std::max(w16, a16), out16);
-        const unsigned blocks = static_cast<unsigned>((units + 255) / 256);
-        for (int pdl = 0; pdl < 2; ++pdl) {
-            const double us = time_calls(
-                [&](int i) {
-                    launch_ex(read_wait_read_write_kernel, dim3(blocks), dim3(256), 0, s, pdl,
-                              reinterpret_cast<const uint4*>(ring + (i % count) * stride), w16,
-                              static_cast<const uint4*>(a), a16, out, out16);
-                },
-                B, S, s);
-            printf("read W %lld B, wait, read A %lld B, write %lld B, pdl=%d: %.2f us/call\n", (long long)w_bytes,
-                   (long long)a_bytes, (long long)out_bytes, pdl, us);
+        for (int pdl = 0; pdl < 2; ++pdl)
+            printf("read W %lld B, wait, read A %lld B, write %lld B, pdl=%d: %.2f us/call\n",
+                   (long long)w_bytes, (long long)a_bytes, (long long)out_bytes, pdl,
+                   rw3_time(w_bytes, a_bytes, out_bytes, pdl, s));
+    }
+    return 0;
+}
+
+// `gemv_bounds floors FORMAT:M:NxK ...`: rw3's floor under PDL with the bytes `trit bench kernels`
+// counts for the call (docs/BENCHMARKS.md, sessions 25 and 36): W the weights and their scales
+// (tern2 n k / 4 + 4 n; tern24 3 n k / 16 + 4 n; bt2 nibbles and a scale per 64, 9 n k / 16;
+// bin1_tern the bit plane, rows padded to 256 bits, a scale and a bias a row), A the int8 x and
+// its scales (m k + 4 m; bin1_tern two bit planes of x, 2 m ceil(k / 256) 32 + 4 m), OUT the
+// float y (4 m n). One line per case: format, m, n, k, the three byte counts and the floor in us.
+int call_floors(int argc, char** argv, cudaStream_t s) {
+    printf("format m n k w_bytes a_bytes out_bytes floor_us\n");
+    for (int arg = 2; arg < argc; ++arg) {
+        char format[32];
+        long long m = 0, n = 0, k = 0;
+        if (std::sscanf(argv[arg], "%31[^:]:%lld:%lldx%lld", format, &m, &n, &k) != 4 || m < 1 ||
+            n < 1 || k < 1) {
+            printf("bad case '%s': expected FORMAT:M:NxK, e.g. tern2:1:2560x2560\n", argv[arg]);
+            return 1;
         }
-        CK(cudaFree(ring));
-        CK(cudaFree(a));
-        CK(cudaFree(out));
+        const std::string f(format);
+        const int64_t plane_row = (k + 255) / 256 * 32;  // bytes of one bit-plane row
+        int64_t w = 0, a = m * k + 4 * m;
+        if (f == "tern2") {
+            w = n * k / 4 + 4 * n;
+        } else if (f == "tern24") {
+            w = 3 * n * k / 16 + 4 * n;
+        } else if (f == "bt2") {
+            w = 9 * n * k / 16;
+        } else if (f == "bin1_tern") {
+            w = n * plane_row + 8 * n;
+            a = 2 * m * plane_row + 4 * m;
+        } else {
+            printf("unknown format '%s': expected tern2, tern24, bt2 or bin1_tern\n", format);
+            return 1;
+        }
+        const int64_t out = 4 * m * n;
+        printf("%s %lld %lld %lld %lld %lld %lld %.2f\n", format, m, n, k, (long long)w,
+               (long long)a, (long long)out, rw3_time(w, a, out, 1, s));
     }
     return 0;
 }
@@ -708,6 +756,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&dout, 64));
     if (argc > 1 && std::string(argv[1]) == "rw") return read_write_floors(argc, argv, s);
     if (argc > 1 && std::string(argv[1]) == "rw3") return read_wait_read_write_floors(argc, argv, s);
+    if (argc > 1 && std::string(argv[1]) == "floors") return call_floors(argc, argv, s);
     if (argc > 1 && std::string(argv[1]) == "rwp") return read_pieces_floors(argc, argv, s);
     if (argc > 1 && std::string(argv[1]) == "nib") return nib_ladder(argc, argv, s);
     const int B = 32, S = 30;

@@ -39,9 +39,12 @@
 // (groups of 128 * 2^e <= 4096 columns: runs of 2^e lanes, shuffles; one group or groups of whole
 // warps: a warp, REDUX), one partial per run goes to shared memory (double-buffered by tile parity:
 // one barrier per tile). With one scale group and a team of one warp (k <= 4096) the REDUX leaves
-// each row's whole sum in every lane: lanes 0 .. 2M - 1 finish the warp's own outputs, with no
-// partials and no barrier, so a warp that waits on its loads holds no other (tern2, 128256 x 4096
-// on the H200: 39.8 -> 39.0-39.2 us; tern24 35.1 -> 33.7-33.8 us; docs/BENCHMARKS.md, session 36).
+// each row's whole sum in every lane: the warp finishes its own outputs, with no partials and no
+// barrier, so a warp that waits on its loads holds no other (tern2, 128256 x 4096 on the H200:
+// 39.8 -> 39.0-39.2 us; tern24 35.1 -> 33.7-33.8 us; docs/BENCHMARKS.md, session 36). It keeps
+// the sums of 32 / 2M tiles, one a lane, and finishes them together, each lane one output: the
+// epilogue's instructions and its scale and bias loads are issued once for 32 outputs, not once a
+// tile for 2M lanes (session 37).
 // With one scale group the first S * 2 * m threads each finish one (row, token): they add the runs,
 // then run the fused epilogue's arithmetic (kernels/epilogue.cuh: groups in increasing order from
 // +0.0f, no FMA). With several, the epilogue takes two steps a tile apart (group_terms, group_sums
@@ -347,8 +350,11 @@ struct Tile {
 // kOneGroup: a.groups == 1 (one finisher thread per output, its scale in registers); else the
 // warps finish a tile's outputs together (finish_groups). Two kernels: each keeps only its
 // epilogue's registers. kWarpTeam (one group and a team of one warp, k <= 4096): a row's sum is
-// whole in every lane after the warp's REDUX, so lanes 0 .. kRows * M - 1 of each warp finish its
-// own rows and the tiles need no partials and no barrier: the warps stream apart.
+// whole in every lane after the warp's REDUX, so each warp finishes its own rows and the tiles
+// need no partials and no barrier: the warps stream apart. It finishes them a batch of
+// kWarp / (kRows * M) tiles at a time, one output a lane (lane l: output l % (kRows * M) of the
+// batch's tile l / (kRows * M)), so the epilogue's instructions, scale and bias loads are issued
+// once a batch rather than once a tile for kRows * M lanes.
 template <class Codec, int M, bool kOneGroup, bool kWarpTeam = false>
 __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args a) {
     static_assert(kOneGroup || !kWarpTeam, "a warp team finishes one scale group");
@@ -387,8 +393,13 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); with a warp
     // team, lane l < kRows * M of slot s finishes output s * kRows * M + l, of its own rows. Its
     // scale and bias are requested with the tile's weights.
-    const bool finisher = kWarpTeam ? lane < kRows * M : t < tile_rows * M;
-    const int e_out = kWarpTeam ? slot * kRows * M + lane : t;
+    // With a warp team, every lane finishes an output of its batch's tile `batch_tile`.
+    constexpr int kTileOuts = kRows * M;
+    static_assert(kWarp % kTileOuts == 0, "a batch of warp-team tiles fills the warp's lanes");
+    constexpr int kBatch = kWarp / kTileOuts;
+    const bool finisher = kWarpTeam || t < tile_rows * M;
+    const int e_out = kWarpTeam ? slot * kTileOuts + lane % kTileOuts : t;
+    const int batch_tile = lane / kTileOuts;
     const int e_row = e_out / M, e_tok = e_out % M;
     const bool fused = a.out.y != nullptr;
     int64_t scale_row = int64_t{blockIdx.x} * tile_rows + e_row;
@@ -467,6 +478,21 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         a.out.y[(o % M) * a.n + j] = __fadd_rn(__fmul_rn(s, sx_of(o % M)), bias);
     };
 
+    // Warp team: the sum of this lane's output in the current batch, whose first tile starts at
+    // row batch_row, and that output's scale and bias (requested a batch ahead of their use).
+    int32_t own = 0;
+    int in_batch = 0;  // tiles of the batch done
+    int64_t batch_row = int64_t{blockIdx.x} * tile_rows;
+    float ws_w = 0.0f, bias_w = 0.0f;
+    // Row j of this lane's output in the batch at batch_row (>= n for tiles past the last).
+    auto batch_out_row = [&] { return batch_row + batch_tile * grid_rows + e_row; };
+    auto load_batch_epilogue = [&] {
+        const int64_t j = batch_out_row();
+        if (!fused || j >= a.n) return;
+        ws_w = __ldg(detail::epilogue_w_scale(a.out, j, 1));
+        if (a.out.bias != nullptr) bias_w = __ldg(a.out.bias + j);
+    };
+
     // Two tiles in flight: A holds the even tiles of the block, B the odd ones.
     Tile tile_a{}, tile_b{};
     float ws_a = 0.0f, bias_a = 0.0f, ws_b = 0.0f, bias_b = 0.0f;
@@ -475,12 +501,16 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         for (int r = 0; r < kRows; ++r)
             load_row_r(tile_a, r);
         next_tile();
-        load_epilogue(ws_a, bias_a);
+        if constexpr (!kWarpTeam) load_epilogue(ws_a, bias_a);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
             load_row_r(tile_b, r);
         next_tile();
-        load_epilogue(ws_b, bias_b);
+        if constexpr (kWarpTeam) {
+            load_batch_epilogue();
+        } else {
+            load_epilogue(ws_b, bias_b);
+        }
     };
     if (a.prefetch) load_first();
     if (!a.late) detail::pdl_launch_dependents();
@@ -531,12 +561,20 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
         load_row_r(cur, r);
     };
+    // Warp team: the batch's outputs, one a lane, then the next batch's scales and bias.
+    auto finish_batch = [&] {
+        const int64_t j = batch_out_row();
+        if (j < a.n) finish(own, j, ws_w, bias_w);
+        in_batch = 0;
+        batch_row += kBatch * grid_rows;
+        load_batch_epilogue();
+    };
     // Multiplies the tile in `cur`; each row's registers then receive the same row of the tile two
     // ahead (so the two tiles in flight need no register copies), and the scale registers, once
     // the epilogue has used them, that tile's scale and bias.
     auto step = [&](Tile& cur, float& ws, float& bias) {
         if constexpr (kWarpTeam) {
-            int32_t own = 0;  // the sum of this lane's output
+            const int first = in_batch * kTileOuts;  // the lane of this tile's first output
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
                 int acc[M][H];
@@ -546,13 +584,11 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
                     int s = acc[i][0];
                     if constexpr (H == 2) s += acc[i][1];
                     s = __reduce_add_sync(0xffffffffu, s);
-                    if (lane == r * M + i) own = s;
+                    if (lane == first + r * M + i) own = s;
                 }
             }
             next_tile();
-            const int64_t j = row + e_row;
-            if (finisher && j < a.n) finish(own, j, ws, bias);
-            load_epilogue(ws, bias);
+            if (++in_batch == kBatch) finish_batch();
             tile += gridDim.x;
             row += grid_rows;
             return;
@@ -601,6 +637,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         step(tile_a, ws_a, bias_a);
         if (tile >= tiles) break;
         step(tile_b, ws_b, bias_b);
+    }
+    if constexpr (kWarpTeam) {
+        if (in_batch > 0) {  // the last batch, in part
+            const int64_t j = batch_out_row();
+            if (j < a.n) finish(own, j, ws_w, bias_w);
+        }
     }
     if constexpr (!kOneGroup) {
         if (tile != blockIdx.x) {  // the last tile's sums

@@ -75,13 +75,17 @@ struct Shape {
     int64_t n, k, group;
 };
 
+// clang-format off
 const std::vector<Shape> kShapes = {
     {1, 128, 64},       {3, 128, 1 << 20},  {17, 384, 64},     {33, 2048, 2048},  {131, 2560, 64},
     {263, 2560, 256},   {500, 6912, 6912},  {77, 6912, 64},    {4099, 4096, 64},  {3001, 4096, 512},
     {1000, 14336, 64},  {129, 14336, 4096}, {300, 16384, 64},  {97, 16384, 8192}, {20001, 128, 64},
     {30000, 1024, 128}, {6, 4096, 128},     {40, 8192, 4096},  {51, 12288, 4096}, {2, 4224, 4096},
     {9, 768, 64},       {11, 3072, 64},
+    // One group, a warp team: 16 tiles finished at a time, 23.7 tiles a block on 264 blocks.
+    {100001, 256, 1 << 20},
 };
+// clang-format on
 
 TEST_F(BtNib4, MatchesTheReferenceOverTheShapeTable) {
     uint64_t seed = 4100;

@@ -59,6 +59,9 @@ TEST_F(Tern24GemvStream, MatchesTheReferenceOverTheShapeTable) {
         // of 4 rows for k > 8192): each block walks several tiles.
         {1, 20001, 128, 128}, {2, 9001, 256, 256}, {1, 5001, 4096, 1024}, {2, 4500, 2560, 2560},
         {1, 2053, 14336, 14336}, {2, 1500, 16384, 2048},
+        // A warp team finishes 16 tiles (m = 1) or 8 (m = 2) at a time: on 264 blocks 35.5 and
+        // 16.6 tiles a block, whole batches and a part.
+        {1, 150001, 256, 256}, {2, 70001, 512, 1 << 20},
     };
     // clang-format on
     uint64_t seed = 500;

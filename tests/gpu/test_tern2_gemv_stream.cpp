@@ -28,13 +28,18 @@ TEST_F(Tern2GemvStream, MatchesTheReferenceOverTheShapeTable) {
     struct Shape {
         int64_t n, k, group;
     };
+    // clang-format off
     const std::vector<Shape> shapes = {
         {1, 128, 128},       {3, 128, 1 << 20},    {17, 384, 128},      {33, 2048, 2048},
         {131, 2560, 2560},   {263, 2560, 256},     {500, 6912, 6912},   {77, 6912, 1 << 20},
         {4099, 4096, 4096},  {3001, 4096, 512},    {1000, 14336, 14336}, {129, 14336, 4096},
         {300, 16384, 16384}, {97, 16384, 8192},    {20001, 128, 128},   {30000, 1024, 1024},
         {6, 4096, 128},      {40, 8192, 4096},     {51, 12288, 4096},   {2, 4224, 4096},
+        // A warp team finishes 16 tiles at a time: with 264 blocks (H100, H200) 35.5 tiles a
+        // block (two whole batches and part of a third) and 16.6 (one and a part).
+        {150001, 256, 256},  {70001, 1024, 1 << 20},
     };
+    // clang-format on
     uint64_t seed = 1200;
     for (const Shape& s : shapes) {
         ProductCase c;

@@ -11,6 +11,12 @@
 #       runs `trit bench kernels BENCH_ARGS` ROUNDS times (2) per tree, alternately, and prints
 #       the comparison. TARGETS (default trit) are built for B, e.g. "trit trit_gpu_tests".
 #       Logs under $OUT/ab (else build-gpu/ab).
+#   scripts/gpu-ab.sh swap [-r ROUNDS] [-t TARGETS] -- BENCH_ARGS...
+#       (GPU machine) the same comparison from one build: builds B (build-gpu, TARGETS), then per
+#       round copies A's version of every source file that differs (kernels/, cli/, bench/ but
+#       bench/lab/, core/, exporters/, quantizers/, trainers/; none added or removed), rebuilds trit, runs A,
+#       copies B's back, rebuilds, runs B. An incremental rebuild of a kernel file takes seconds
+#       where a second full build takes minutes. B's files are restored on any exit.
 #   scripts/gpu-ab.sh compare DIR
 #       the comparison of DIR/A_<round>.txt and DIR/B_<round>.txt: per case (kernel, format, m, n,
 #       k, in the order the benchmark prints them), each tree's path and its medians' range over
@@ -55,6 +61,32 @@ compare() {
         }' "${files[@]}"
 }
 
+# The source files whose contents differ between the A tree and the working tree (B), one per
+# line; an error when a file is in one tree only (swap cannot build that).
+changed_files() {
+    local d f only=0 out=()
+    for d in kernels cli bench core exporters quantizers trainers; do
+        while IFS= read -r f; do
+            if [[ ! -f $f || ! -f $BASE_DIR/$f ]]; then
+                echo "gpu-ab: $f is in one tree only: swap needs the same files in A and B (use run)" >&2
+                only=1
+            elif ! cmp -s "$f" "$BASE_DIR/$f"; then
+                out+=("$f")
+            fi
+        done < <({ (cd "$BASE_DIR" && find "$d" -type f 2>/dev/null); find "$d" -type f 2>/dev/null; } |
+            grep -v '^bench/lab/' | sort -u)  # the lab's files are not part of the build
+    done
+    ((only == 0)) || return 1
+    ((${#out[@]} == 0)) || printf '%s\n' "${out[@]}"
+}
+
+bench() {  # TREE ROUND TRIT BENCH_ARGS...: one benchmark run into $LOG_DIR/TREE_ROUND.{txt,csv}
+    local tree=$1 round=$2 trit=$3
+    shift 3
+    "$trit" bench kernels "$@" --csv "$LOG_DIR/${tree}_$round.csv" >"$LOG_DIR/${tree}_$round.txt" 2>&1 ||
+        { echo "gpu-ab: the benchmark failed for $tree in round $round ($LOG_DIR/${tree}_$round.txt)" >&2; exit 1; }
+}
+
 configure_build() {  # SOURCE BUILD TARGETS...
     local src=$1 build=$2
     shift 2
@@ -77,7 +109,8 @@ case ${1:-} in
         [[ $# -eq 2 ]] || usage
         compare "$2"
         ;;
-    run)
+    run | swap)
+        MODE=$1
         shift
         ROUNDS=2
         TARGETS=trit
@@ -97,15 +130,37 @@ case ${1:-} in
         mkdir -p "$LOG_DIR"
         TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) ||
             { echo "gpu-ab: python3 cannot import torch (run on the GPU machine, shared GPU.md)" >&2; exit 1; }
-        # A builds from a copy outside the working tree, so its build directory does not travel.
-        rm -rf /tmp/trit-ab-src && cp -r "$BASE_DIR" /tmp/trit-ab-src
-        configure_build /tmp/trit-ab-src /tmp/trit-ab-a trit || { echo "gpu-ab: A failed to build ($LOG_DIR)" >&2; exit 1; }
-        # shellcheck disable=SC2086
-        configure_build . build-gpu $TARGETS || { echo "gpu-ab: B failed to build ($LOG_DIR)" >&2; exit 1; }
-        for ((r = 1; r <= ROUNDS; ++r)); do
-            /tmp/trit-ab-a/cli/trit bench kernels "$@" --csv "$LOG_DIR/A_$r.csv" >"$LOG_DIR/A_$r.txt" 2>&1
-            build-gpu/cli/trit bench kernels "$@" --csv "$LOG_DIR/B_$r.csv" >"$LOG_DIR/B_$r.txt" 2>&1
-        done
+        if [[ $MODE == swap ]]; then
+            FILES=$(changed_files) || exit 1
+            [[ -n $FILES ]] || { echo "gpu-ab: A and B have the same sources: nothing to compare" >&2; exit 1; }
+            echo "gpu-ab: swapping $(echo "$FILES" | wc -l) file(s): $(echo $FILES)"
+            SAVE=$(mktemp -d)
+            while IFS= read -r f; do mkdir -p "$SAVE/$(dirname "$f")" && cp "$f" "$SAVE/$f"; done <<<"$FILES"
+            # B's files back on every exit; plain cp (new mtimes), so the next build sees them.
+            trap 'while IFS= read -r f; do cp "$SAVE/$f" "$f"; done <<<"$FILES"' EXIT
+            put() {  # TREE_DIR: its versions of FILES into the working tree, then trit rebuilt
+                while IFS= read -r f; do cp "$1/$f" "$f"; done <<<"$FILES"
+                cmake --build build-gpu -j "$(nproc)" --target trit >>"$LOG_DIR/rebuild.log" 2>&1
+            }
+            # shellcheck disable=SC2086
+            configure_build . build-gpu $TARGETS || { echo "gpu-ab: B failed to build ($LOG_DIR)" >&2; exit 1; }
+            for ((r = 1; r <= ROUNDS; ++r)); do
+                put "$BASE_DIR" || { echo "gpu-ab: A failed to build ($LOG_DIR/rebuild.log)" >&2; exit 1; }
+                bench A "$r" build-gpu/cli/trit "$@"
+                put "$SAVE" || { echo "gpu-ab: B failed to rebuild ($LOG_DIR/rebuild.log)" >&2; exit 1; }
+                bench B "$r" build-gpu/cli/trit "$@"
+            done
+        else
+            # A builds from a copy outside the working tree, so its build directory does not travel.
+            rm -rf /tmp/trit-ab-src && cp -r "$BASE_DIR" /tmp/trit-ab-src
+            configure_build /tmp/trit-ab-src /tmp/trit-ab-a trit || { echo "gpu-ab: A failed to build ($LOG_DIR)" >&2; exit 1; }
+            # shellcheck disable=SC2086
+            configure_build . build-gpu $TARGETS || { echo "gpu-ab: B failed to build ($LOG_DIR)" >&2; exit 1; }
+            for ((r = 1; r <= ROUNDS; ++r)); do
+                bench A "$r" /tmp/trit-ab-a/cli/trit "$@"
+                bench B "$r" build-gpu/cli/trit "$@"
+            done
+        fi
         compare "$LOG_DIR" | tee "$LOG_DIR/compare.txt"
         ;;
     *)

@@ -390,10 +390,10 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         load_a_p += grid_rows * a_row;
         load_b_p += grid_rows * b_row;
     };
-    // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); with a warp
-    // team, lane l < kRows * M of slot s finishes output s * kRows * M + l, of its own rows. Its
-    // scale and bias are requested with the tile's weights.
-    // With a warp team, every lane finishes an output of its batch's tile `batch_tile`.
+    // Thread t < tile_rows * M finishes output (row t / M of the tile, token t % M); its scale and
+    // bias are requested with the tile's weights. With a warp team, lane l of slot s finishes
+    // output s * kRows * M + l % (kRows * M) of its batch's tile l / (kRows * M), its scale and
+    // bias requested a batch ahead.
     constexpr int kTileOuts = kRows * M;
     static_assert(kWarp % kTileOuts == 0, "a batch of warp-team tiles fills the warp's lanes");
     constexpr int kBatch = kWarp / kTileOuts;

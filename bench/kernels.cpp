@@ -23,6 +23,7 @@
 #include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
 #include "kernels/product.h"
+#include "kernels/tern24_gemv.h"
 #include "kernels/tern2_gemm.h"
 #include "kernels/tern2_gemm_sm90.h"
 #include "kernels/tern2_gemv.h"
@@ -495,6 +496,12 @@ class ShapeBench {
                            : "gemv." + (w.format == kn::Format::kBt
                                             ? bt_kernel
                                             : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group)));
+        // A tern24 row on the gemv path, auto or forced: the GEMV kernel it runs (gemv.stream,
+        // gemv.warp, gemv.mma under TRIT_TERN24_MMA=1).
+        if (taken == kn::ProductPath::kGemv && w.format == kn::Format::kTern24 &&
+            dot == std::string::npos)
+            r.path = "gemv." + std::string(kn::tern24_gemv_variant(w.weights(0), x, m, w.group)) +
+                     (path != kn::ProductPath::kAuto ? "*" : "");
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every
         // tile split stream-K (128-token tiles); gemm.wgmma.ks<N>: its k-split tile, N tokens.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;

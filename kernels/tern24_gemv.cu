@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -251,6 +252,14 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     return tern24_gemv_stream_rejects(w, x, m, group).empty();
 }
 
+// TRIT_TERN24_MMA=1: the tensor-core kernel runs the calls it takes (read once).
+bool mma_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("TRIT_TERN24_MMA");
+        return v != nullptr && std::string(v) == "1";
+    }();
+    return enabled && tern24_gemv_mma_rejects(w, x, m, group).empty();
+}
 
 }  // namespace
 
@@ -278,17 +287,19 @@ std::string tern24_gemv_warp_rejects(const PackedWeights& w, const int8_t* x, in
 }
 
 std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (stream_takes(w, x, m, group)) return "";
+    if (mma_takes(w, x, m, group) || stream_takes(w, x, m, group)) return "";
     return tern24_gemv_warp_rejects(w, x, m, group);
 }
 
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (mma_takes(w, x, m, group)) return "mma";
     if (stream_takes(w, x, m, group)) return "stream";
     return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
 }
 
 void tern24_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                  const ProductOut& out, cudaStream_t stream) {
+    if (mma_takes(w, x, m, group)) return tern24_gemv_mma(w, x, m, group, out, stream);
     if (stream_takes(w, x, m, group)) {
         check_product("tern24_gemv", w, x, m, group, out);
         return tern24_gemv_stream(w, x, m, group, out, stream);

@@ -13,6 +13,11 @@
 //     shared memory. Its rules: m <= 8; k % 128 == 0 and k <= 2^30; group >= k, 32, 64 or a
 //     multiple of 128; the same alignment; x (m * k * 9 / 8 bytes) and the per-warp group
 //     accumulators (m * ceil(k / group) * 4 bytes a warp) fit 200 KB of shared memory.
+//   - the tensor-core kernel (tern24_gemv_mma, kernels/tern24_gemv_mma.cu), m <= 8: a warp streams
+//     16 rows over all of k, the code words the A operand of mma.sync m16n8k32, x from shared
+//     memory. Its rules: m <= 8; k % 128 == 0 and k <= 16384; one scale group (group >= k); the
+//     same alignment. Under evaluation: the gemv path runs it only with TRIT_TERN24_MMA=1 in the
+//     environment (read once), where it takes the call, ahead of the two kernels above.
 // tern24_gemv runs the streaming kernel when it takes the call and the warp kernel otherwise;
 // tern24_gemv_rejects is "" when one of them takes the call, else the warp kernel's first broken
 // rule (the generic kernel then runs), and tern24_gemv throws trit::Error with that rule.
@@ -38,7 +43,9 @@ std::string tern24_gemv_stream_rejects(const PackedWeights& w, const int8_t* x, 
                                        int64_t group);
 std::string tern24_gemv_warp_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                      int64_t group);
-// Which kernel tern24_gemv runs for the call: "stream", "warp", or "" (it throws).
+std::string tern24_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                    int64_t group);
+// Which kernel tern24_gemv runs for the call: "mma", "stream", "warp", or "" (it throws).
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 // Throws trit::Error (naming m, n, k, group and the rule) when check_product or the rules above
@@ -50,5 +57,7 @@ void tern24_gemv_stream(const PackedWeights& w, const int8_t* x, int64_t m, int6
                         const ProductOut& out, cudaStream_t stream);
 void tern24_gemv_warp(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                       const ProductOut& out, cudaStream_t stream);
+void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                     const ProductOut& out, cudaStream_t stream);
 
 }  // namespace trit::kernels

@@ -1,0 +1,322 @@
+// The tern24 GEMV on int8 tensor cores, m = 1..8 (tern24_gemv_mma, kernels/tern24_gemv.h): the
+// gemv path runs it only under TRIT_TERN24_MMA=1 until it is measured against the streaming dp4a
+// kernel (gemv_stream.cu; bench/lab/tern24_mma.cu is the same kernel standalone).
+//
+// Why. The streaming dp4a GEMV is bound by issue, not by DRAM (ncu, docs/BENCHMARKS.md session 37:
+// 0.63 instructions a scheduler cycle at 3.7 warps a scheduler): per 32 weights and token it
+// issues 8 table lookups, 8 index PRMTs and 8 dp4a, then a REDUX per row. Here one mma.sync
+// m16n8k32 takes 16 rows x 32 columns: a lane decodes 4 code words (the same lookups), reads 8
+// bytes of x from shared memory and issues one mma, about 0.85 instructions a weight by count, the
+// k sum in the accumulators, and the same instructions for 1 to 8 tokens (B's 8 columns).
+//
+// Layout. Warp w of the grid owns tiles of 16 rows (tile = w, + warps, ...), each over all of k.
+// Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the tile: per sub-tile of 512
+// columns, chunk 4 s + t of each row (128 columns: 16 mask bytes, 8 sign bytes; a chunk past k is
+// zero), in a ring of kDepth sub-tiles requested ahead. mma step 4w + j of a sub-tile takes groups
+// 8w + 2j and 8w + 2j + 1 of the lane's chunk as its k slots 4t..4t+3 and 16+4t..16+4t+3: A = the
+// code words of those groups in rows g and g + 8 (bytes j of the E and O index words of mask word
+// w, looked up in a per-lane shared-memory table as in gemv_stream.cu), B = x of the same columns,
+// one 8-byte shared load (x of token g in lanes g < m, token 0 elsewhere). The accumulators c0 /
+// c2 (c1 / c3) end with rows g / g + 8 for token 2t (2t + 1), two sets (even and odd steps) so
+// that two chains of dependent mmas run. x lives in shared memory, token i's chunk c at
+// i * x_token + 136 c (136: the 4 lanes t read distinct banks; x_token ends on a 32-byte offset so
+// that 4 tokens fill the 32 banks). A tile's scales and bias are requested when it starts.
+#include "kernels/tern24_gemv.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "exporters/formats/tern24.h"
+#include "kernels/epilogue.cuh"
+#include "kernels/gemv_common.cuh"
+#include "kernels/launch.h"
+#include "kernels/pdl.cuh"
+#include "kernels/tern24_table.cuh"
+#include "kernels/tern2_mma.cuh"
+
+namespace trit::kernels {
+namespace {
+
+namespace fmt = trit::formats;
+using gemv::kWarp;
+using tern24dev::CodeTable;
+using tern24dev::kChunkCols;
+using tern24dev::kTableEntries;
+using tern24dev::make_code_table;
+
+__constant__ CodeTable kCodes = make_code_table();
+
+constexpr int kWarps = 8;  // per block
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kTileRows = 16;     // mma m
+constexpr int kSubChunks = 4;     // chunks a sub-tile: one a lane t
+constexpr int kXChunk = 136;      // shared bytes a chunk of x
+constexpr int kTableStride = 64;  // words a table row (the index is address byte 1)
+constexpr int kDepth = 4;         // sub-tiles in the ring
+constexpr int kMaxK = 16384;
+
+int64_t sub_tiles(int64_t k) {
+    return fmt::ceil_div(k / kChunkCols, int64_t{kSubChunks});
+}
+// Shared bytes of x a token (see the top).
+__host__ __device__ constexpr int x_token(int subs) {
+    return subs * kSubChunks * kXChunk + 32;
+}
+
+__device__ __forceinline__ uint2 load8(const uint8_t* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
+    return v;
+}
+// The low nibbles of lo with the high nibbles of hi (one LOP3).
+__device__ __forceinline__ uint32_t merge_nibbles(uint32_t lo, uint32_t hi) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(lo), "n"(0x0F0F0F0F), "r"(hi));
+    return d;
+}
+// v & mask, opaque to nvcc (one mask a sign word, not one a shifted copy).
+template <uint32_t kMask>
+__device__ __forceinline__ uint32_t and_mask(uint32_t v) {
+    uint32_t d;
+    asm("and.b32 %0, %1, %2;" : "=r"(d) : "r"(v), "n"(kMask));
+    return d;
+}
+// The code word of the index in byte B of an E/O word: byte offset index * 256 + lane * 4.
+template <int B>
+__device__ __forceinline__ uint32_t lookup(const uint32_t* table, uint32_t eo, uint32_t lane4) {
+    const uint32_t off = __byte_perm(eo, lane4, 0x7604u | (B << 4));
+    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(table) + off);
+}
+
+// A lane's chunk of rows g and g + 8 in one sub-tile.
+struct Sub {
+    uint4 m0, m1;  // mask bytes
+    uint2 s0, s1;  // sign bytes
+};
+
+// The index words of mask word w of a chunk: E byte j = group 8w + 2j, O byte j = group
+// 8w + 2j + 1, each bitmap | sign pair << 4.
+__device__ __forceinline__ void indices(const uint4& mk, const uint2& sg, int w, uint32_t& e,
+                                        uint32_t& o) {
+    const uint32_t mw = w == 0 ? mk.x : w == 1 ? mk.y : w == 2 ? mk.z : mk.w;
+    const uint32_t sr = w < 2 ? sg.x : sg.y;
+    const uint32_t em = and_mask<0x33333333u>(sr), em4 = em << 4;
+    const uint32_t om = and_mask<0xCCCCCCCCu>(sr), oml = om << 2, omr = om >> 2;
+    e = merge_nibbles(mw, __byte_perm(em, em4, (w & 1) == 0 ? 0x1504u : 0x3726u));
+    o = merge_nibbles(mw >> 4, __byte_perm(oml, omr, (w & 1) == 0 ? 0x5140u : 0x7362u));
+}
+
+// mma step 4w + J: A from byte J of the index words of rows g (e0, o0) and g + 8 (e1, o1), B the
+// step's 8 bytes of x at xw + 8 J.
+template <int J>
+__device__ __forceinline__ void mma_step(int (&c)[4], const uint32_t* table, uint32_t lane4,
+                                         uint32_t e0, uint32_t o0, uint32_t e1, uint32_t o1,
+                                         const uint8_t* xw) {
+    const uint2 b = *reinterpret_cast<const uint2*>(xw + 8 * J);
+    tern2dev::mma_s8(c, lookup<J>(table, e0, lane4), lookup<J>(table, e1, lane4),
+                     lookup<J>(table, o0, lane4), lookup<J>(table, o1, lane4), b.x, b.y);
+}
+
+struct Args {
+    const uint8_t* mask;
+    const uint8_t* signs;
+    const int8_t* x;
+    int64_t n;
+    int k, m;
+    int chunks, subs;  // k / 128, ceil(chunks / 4)
+    bool prefetch;     // request the first sub-tiles before pdl_wait() (PackedWeights::pdl)
+    ProductOut out;
+};
+
+__global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
+    __shared__ __align__(16) uint32_t table[kTableEntries * kTableStride];
+    extern __shared__ __align__(16) uint8_t xs[];  // a.m * x_token(a.subs) bytes
+    const int lane = static_cast<int>(threadIdx.x) % kWarp,
+              warp = static_cast<int>(threadIdx.x) / kWarp;
+    const int g = lane / 4, t = lane % 4;
+    const int64_t warps = int64_t{gridDim.x} * kWarps;
+    const int64_t warp_id = int64_t{blockIdx.x} * kWarps + warp;
+    const int64_t tiles = fmt::ceil_div(a.n, int64_t{kTileRows});
+    const int64_t my_tiles = warp_id < tiles ? (tiles - 1 - warp_id) / warps + 1 : 0;
+    const int64_t subs = my_tiles * a.subs;  // this warp's sub-tiles, in order
+    const int64_t mrow = a.k / 8, srow = a.k / 16;
+
+    // The next sub-tile to request: its tile and sub-tile index.
+    int64_t ld_tile = warp_id, ld_u = 0;
+    int ld_s = 0;
+    auto load = [&](Sub& d) {
+        const int64_t r0 = ld_tile * kTileRows + g, r1 = r0 + 8;
+        const int c = ld_s * kSubChunks + t;
+        const bool live = ld_u < subs && c < a.chunks;
+        d.m0 = live && r0 < a.n ? tern2dev::load_weights(a.mask + r0 * mrow + c * 16)
+                                : make_uint4(0, 0, 0, 0);
+        d.s0 = live && r0 < a.n ? load8(a.signs + r0 * srow + c * 8) : make_uint2(0, 0);
+        d.m1 = live && r1 < a.n ? tern2dev::load_weights(a.mask + r1 * mrow + c * 16)
+                                : make_uint4(0, 0, 0, 0);
+        d.s1 = live && r1 < a.n ? load8(a.signs + r1 * srow + c * 8) : make_uint2(0, 0);
+        ++ld_u;
+        if (++ld_s == a.subs) ld_s = 0, ld_tile += warps;
+    };
+    Sub ring[kDepth];
+    auto load_first = [&] {
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d)
+            load(ring[d]);
+    };
+    if (a.prefetch) load_first();  // the weights: not written by the previous kernel
+    detail::pdl_launch_dependents();
+    for (int q = static_cast<int>(threadIdx.x); q < kTableEntries * kWarp; q += kThreads)
+        table[(q / kWarp) * kTableStride + q % kWarp] = kCodes.w[q / kWarp];
+    detail::pdl_wait();
+    if (!a.prefetch) load_first();
+    // x, written by the previous kernel; chunks past k zero.
+    const int xtok = x_token(a.subs), xchunks = a.subs * kSubChunks;
+    for (int q = static_cast<int>(threadIdx.x); q < a.m * xchunks * 8; q += kThreads) {
+        const int i = q / (xchunks * 8), c = (q / 8) % xchunks, p = q % 8;
+        *reinterpret_cast<uint4*>(xs + i * xtok + c * kXChunk + p * 16) =
+            c < a.chunks
+                ? __ldg(reinterpret_cast<const uint4*>(a.x + int64_t{i} * a.k + c * kChunkCols) + p)
+                : make_uint4(0, 0, 0, 0);
+    }
+    const bool fused = a.out.y != nullptr;
+    // The x scales of tokens 2t and 2t + 1 (this lane's outputs).
+    float sx[2] = {0.0f, 0.0f};
+    for (int h = 0; h < 2; ++h)
+        if (fused && 2 * t + h < a.m)
+            sx[h] = a.out.x_scale[a.out.x_scale_rows == 1 ? 0 : 2 * t + h];
+    __syncthreads();
+
+    // A tile's weight scales and biases of rows g, g + 8, requested when the tile starts.
+    float ws[2] = {0.0f, 0.0f}, bias[2] = {0.0f, 0.0f};
+    auto load_epilogue = [&](int64_t tile) {
+        for (int e = 0; e < 2; ++e) {
+            const int64_t r = tile * kTileRows + g + 8 * e;
+            if (!fused || r >= a.n) continue;
+            ws[e] = __ldg(detail::epilogue_w_scale(a.out, r, 1));
+            bias[e] = a.out.bias != nullptr ? __ldg(a.out.bias + r) : 0.0f;
+        }
+    };
+    const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
+    const uint8_t* x_lane = xs + (g < a.m ? g : 0) * xtok + t * kXChunk;
+    // Two accumulator sets (even and odd steps).
+    int c_even[4] = {0, 0, 0, 0}, c_odd[4] = {0, 0, 0, 0};
+    int64_t tile = warp_id;
+    int s = 0;
+    if (subs > 0) load_epilogue(tile);
+    for (int64_t u0 = 0; u0 < subs; u0 += kDepth) {
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) {
+            if (u0 + d >= subs) break;  // the same for the whole warp
+            Sub& cur = ring[d];
+            const uint8_t* xb = x_lane + s * kSubChunks * kXChunk;
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                uint32_t e0, o0, e1, o1;
+                indices(cur.m0, cur.s0, w, e0, o0);
+                indices(cur.m1, cur.s1, w, e1, o1);
+                const uint8_t* xw = xb + 32 * w;
+                mma_step<0>(c_even, table, lane4, e0, o0, e1, o1, xw);
+                mma_step<1>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+                mma_step<2>(c_even, table, lane4, e0, o0, e1, o1, xw);
+                mma_step<3>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+            }
+            load(cur);  // its registers receive the sub-tile kDepth on
+            if (++s < a.subs) continue;
+                // The tile's outputs: tokens 2t, 2t + 1 of rows g, g + 8.
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int tok = 2 * t + h;
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int64_t r = tile * kTileRows + g + 8 * e;
+                    const int32_t sum = c_even[2 * e + h] + c_odd[2 * e + h];
+                    if (tok >= a.m || r >= a.n) continue;
+                    if (!fused) {
+                        a.out.acc[tok * a.n + r] = sum;
+                        continue;
+                    }
+                    // store_output's arithmetic: from +0.0f, then the x scale and the bias.
+                    const float v = detail::epilogue_add(0.0f, ws[e], sum);
+                    a.out.y[tok * a.n + r] = __fadd_rn(__fmul_rn(v, sx[h]), bias[e]);
+                }
+            }
+            for (int q = 0; q < 4; ++q)
+                c_even[q] = c_odd[q] = 0;
+            s = 0;
+            tile += warps;
+            if (tile < tiles) load_epilogue(tile);
+        }
+    }
+}
+
+// Blocks of the kernel an SM holds with `smem` bytes of x (cached per device and size).
+int resident_blocks(size_t smem) {
+    static std::mutex mutex;
+    static std::map<std::pair<int, size_t>, int> cache;
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find({device, smem});
+    if (it != cache.end()) return it->second;
+    // x of 8 tokens at k = 16384 takes more than the 48 KB a launch gets by default.
+    TRIT_CUDA_CHECK(cudaFuncSetAttribute(
+        tern24_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(kTern24GemvMaxM * x_token(static_cast<int>(sub_tiles(kMaxK))))));
+    int sms = 0, per_sm = 0;
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    TRIT_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern24_mma_kernel, kThreads, smem));
+    const int blocks = sms * std::max(per_sm, 1);
+    cache.emplace(std::make_pair(device, smem), blocks);
+    return blocks;
+}
+
+bool aligned(const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace
+
+std::string tern24_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                    int64_t group) {
+    if (w.format != Format::kTern24) return "tern24_gemv_mma takes tern24 weights only";
+    if (m < 1 || m > kTern24GemvMaxM) return "m must be in 1..8";
+    if (w.k < kChunkCols || w.k % kChunkCols != 0) return "k must be a positive multiple of 128";
+    if (w.k > kMaxK) return "k must be <= 16384";
+    if (group < w.k) return "group must be >= k (one scale group)";
+    if (!aligned(w.a, 16) || !aligned(x, 16)) return "the mask and x must be 16-byte aligned";
+    if (!aligned(w.b, 8)) return "the signs must be 8-byte aligned";
+    return "";
+}
+
+void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                     const ProductOut& out, cudaStream_t stream) {
+    gemv::check_call("tern24_gemv_mma", w, x, m, group, out,
+                     tern24_gemv_mma_rejects(w, x, m, group));
+    if (w.n == 0) return;
+    Args a{};
+    a.mask = w.a;
+    a.signs = w.b;
+    a.x = x;
+    a.n = w.n;
+    a.k = static_cast<int>(w.k);
+    a.m = static_cast<int>(m);
+    a.chunks = static_cast<int>(w.k / kChunkCols);
+    a.subs = static_cast<int>(sub_tiles(w.k));
+    a.prefetch = w.pdl;
+    a.out = out;
+    const size_t smem = size_t(m) * size_t(x_token(a.subs));
+    const int64_t tiles = fmt::ceil_div(w.n, int64_t{kTileRows});
+    const int64_t blocks =
+        std::min<int64_t>(resident_blocks(smem), fmt::ceil_div(tiles, int64_t{kWarps}));
+    detail::launch_kernel(tern24_mma_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                          smem, stream, true, a);
+}
+
+}  // namespace trit::kernels

@@ -72,6 +72,7 @@
 #include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/tern24_decode.cuh"
 #include "kernels/tern24_table.cuh"
 #include "kernels/tern2_gemv_stream.h"
 #include "kernels/tern2_mma.cuh"
@@ -83,9 +84,14 @@ namespace fmt = trit::formats;
 using gemv::dp4a_us;
 using gemv::kWarp;
 using tern24dev::CodeTable;
+using tern24dev::index_words;
 using tern24dev::kChunkCols;
 using tern24dev::kTableEntries;
+using tern24dev::load_signs;
+using tern24dev::lookup;
 using tern24dev::make_code_table;
+using tern24dev::sign_words;
+using tern24dev::SignWords;
 
 // Threads read it while filling the shared tables.
 __constant__ CodeTable kCodes = make_code_table();
@@ -131,41 +137,9 @@ const char* shape_rule(int64_t k, int64_t group, bool halves = false) {
     return nullptr;
 }
 
-// Weights are read once: keep them out of L1 (16 bytes: tern2dev::load_weights).
-__device__ __forceinline__ uint2 load8(const uint8_t* p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y)
-                 : "l"(p));
-    return v;
-}
 // Asks for the 128-byte line at p in L1.
 __device__ __forceinline__ void prefetch_l1(const void* p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-// The low nibbles of lo with the high nibbles of hi: one LOP3 (nvcc keeps the two masks apart).
-__device__ __forceinline__ uint32_t merge_nibbles(uint32_t lo, uint32_t hi) {
-    uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(lo), "n"(0x0F0F0F0F), "r"(hi));
-    return d;
-}
-
-// v & mask, opaque to nvcc: it would otherwise rewrite (v & m) << s as (v << s) & (m << s), one
-// mask per shifted copy instead of one per sign word.
-template <uint32_t kMask>
-__device__ __forceinline__ uint32_t and_mask(uint32_t v) {
-    uint32_t d;
-    asm("and.b32 %0, %1, %2;" : "=r"(d) : "r"(v), "n"(kMask));
-    return d;
-}
-
-// The code word for the index in byte B of an E/O word: PRMT makes the byte offset
-// index * 256 + lane * 4 (lane4's bytes 2 and 3 are zero).
-template <int B>
-__device__ __forceinline__ uint32_t lookup(const uint32_t* table, uint32_t eo, uint32_t lane4) {
-    const uint32_t off = __byte_perm(eo, lane4, 0x7604u | (B << 4));
-    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(table) + off);
 }
 
 // acc[i] += the chunk (mask words mk, sign bits sg) . x[i] (128 int8 codes, natural order).
@@ -177,17 +151,12 @@ __device__ __forceinline__ void dot_chunk(const uint4& mk, const uint2& sg,
     const uint32_t sr[2] = {sg.x, sg.y};
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
-        // Sign pairs of the even groups (em) and odd groups (om), placed so that a PRMT of two of
-        // them gives a word whose byte b has group 2b's (or 2b + 1's) pair at bits 4-5, 0 at 6-7.
-        const uint32_t em = and_mask<0x33333333u>(sr[h2]), em4 = em << 4;
-        const uint32_t om = and_mask<0xCCCCCCCCu>(sr[h2]), oml = om << 2, omr = om >> 2;
+        const SignWords sw = sign_words(sr[h2]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int w = 2 * h2 + h;
-            const uint32_t e =
-                merge_nibbles(mw[w], __byte_perm(em, em4, h == 0 ? 0x1504u : 0x3726u));
-            const uint32_t o =
-                merge_nibbles(mw[w] >> 4, __byte_perm(oml, omr, h == 0 ? 0x5140u : 0x7362u));
+            uint32_t e, o;
+            index_words(mw[w], sw, h, e, o);
             const uint32_t code[8] = {lookup<0>(table, e, lane4), lookup<0>(table, o, lane4),
                                       lookup<1>(table, e, lane4), lookup<1>(table, o, lane4),
                                       lookup<2>(table, e, lane4), lookup<2>(table, o, lane4),
@@ -215,7 +184,9 @@ struct Tern24Codec {
         uint4 mask;
         uint2 signs;
     };
-    __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) { return {tern2dev::load_weights(pa), load8(pb)}; }
+    __device__ static Chunk load(const uint8_t* pa, const uint8_t* pb) {
+        return {tern2dev::load_weights(pa), load_signs(pb)};
+    }
     __device__ static void load_x(const uint4& v, uint32_t* r) { r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w; }
     template <int M>
     __device__ static void x_offsets(const uint32_t (&)[M][32], int (&off)[M][1]) {

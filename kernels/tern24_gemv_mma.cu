@@ -35,6 +35,7 @@
 #include "kernels/gemv_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
+#include "kernels/tern24_decode.cuh"
 #include "kernels/tern24_table.cuh"
 #include "kernels/tern2_mma.cuh"
 
@@ -44,9 +45,14 @@ namespace {
 namespace fmt = trit::formats;
 using gemv::kWarp;
 using tern24dev::CodeTable;
+using tern24dev::index_words;
 using tern24dev::kChunkCols;
 using tern24dev::kTableEntries;
+using tern24dev::load_signs;
+using tern24dev::lookup;
 using tern24dev::make_code_table;
+using tern24dev::sign_words;
+using tern24dev::SignWords;
 
 __constant__ CodeTable kCodes = make_code_table();
 
@@ -67,50 +73,11 @@ __host__ __device__ constexpr int x_token(int subs) {
     return subs * kSubChunks * kXChunk + 32;
 }
 
-__device__ __forceinline__ uint2 load8(const uint8_t* p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(v.x), "=r"(v.y)
-                 : "l"(p));
-    return v;
-}
-// The low nibbles of lo with the high nibbles of hi (one LOP3).
-__device__ __forceinline__ uint32_t merge_nibbles(uint32_t lo, uint32_t hi) {
-    uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(lo), "n"(0x0F0F0F0F), "r"(hi));
-    return d;
-}
-// v & mask, opaque to nvcc (one mask a sign word, not one a shifted copy).
-template <uint32_t kMask>
-__device__ __forceinline__ uint32_t and_mask(uint32_t v) {
-    uint32_t d;
-    asm("and.b32 %0, %1, %2;" : "=r"(d) : "r"(v), "n"(kMask));
-    return d;
-}
-// The code word of the index in byte B of an E/O word: byte offset index * 256 + lane * 4.
-template <int B>
-__device__ __forceinline__ uint32_t lookup(const uint32_t* table, uint32_t eo, uint32_t lane4) {
-    const uint32_t off = __byte_perm(eo, lane4, 0x7604u | (B << 4));
-    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(table) + off);
-}
-
 // A lane's chunk of rows g and g + 8 in one sub-tile.
 struct Sub {
     uint4 m0, m1;  // mask bytes
     uint2 s0, s1;  // sign bytes
 };
-
-// The index words of mask word w of a chunk: E byte j = group 8w + 2j, O byte j = group
-// 8w + 2j + 1, each bitmap | sign pair << 4.
-__device__ __forceinline__ void indices(const uint4& mk, const uint2& sg, int w, uint32_t& e,
-                                        uint32_t& o) {
-    const uint32_t mw = w == 0 ? mk.x : w == 1 ? mk.y : w == 2 ? mk.z : mk.w;
-    const uint32_t sr = w < 2 ? sg.x : sg.y;
-    const uint32_t em = and_mask<0x33333333u>(sr), em4 = em << 4;
-    const uint32_t om = and_mask<0xCCCCCCCCu>(sr), oml = om << 2, omr = om >> 2;
-    e = merge_nibbles(mw, __byte_perm(em, em4, (w & 1) == 0 ? 0x1504u : 0x3726u));
-    o = merge_nibbles(mw >> 4, __byte_perm(oml, omr, (w & 1) == 0 ? 0x5140u : 0x7362u));
-}
 
 // mma step 4w + J: A from byte J of the index words of rows g (e0, o0) and g + 8 (e1, o1), B the
 // step's 8 bytes of x at xw + 8 J.
@@ -156,10 +123,10 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
         const bool live = ld_u < subs && c < a.chunks;
         d.m0 = live && r0 < a.n ? tern2dev::load_weights(a.mask + r0 * mrow + c * 16)
                                 : make_uint4(0, 0, 0, 0);
-        d.s0 = live && r0 < a.n ? load8(a.signs + r0 * srow + c * 8) : make_uint2(0, 0);
+        d.s0 = live && r0 < a.n ? load_signs(a.signs + r0 * srow + c * 8) : make_uint2(0, 0);
         d.m1 = live && r1 < a.n ? tern2dev::load_weights(a.mask + r1 * mrow + c * 16)
                                 : make_uint4(0, 0, 0, 0);
-        d.s1 = live && r1 < a.n ? load8(a.signs + r1 * srow + c * 8) : make_uint2(0, 0);
+        d.s1 = live && r1 < a.n ? load_signs(a.signs + r1 * srow + c * 8) : make_uint2(0, 0);
         ++ld_u;
         if (++ld_s == a.subs) ld_s = 0, ld_tile += warps;
     };
@@ -216,15 +183,21 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
             Sub& cur = ring[d];
             const uint8_t* xb = x_lane + s * kSubChunks * kXChunk;
 #pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                uint32_t e0, o0, e1, o1;
-                indices(cur.m0, cur.s0, w, e0, o0);
-                indices(cur.m1, cur.s1, w, e1, o1);
-                const uint8_t* xw = xb + 32 * w;
-                mma_step<0>(c_even, table, lane4, e0, o0, e1, o1, xw);
-                mma_step<1>(c_odd, table, lane4, e0, o0, e1, o1, xw);
-                mma_step<2>(c_even, table, lane4, e0, o0, e1, o1, xw);
-                mma_step<3>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+            for (int h2 = 0; h2 < 2; ++h2) {  // a sign word covers two mask words
+                const SignWords sw0 = sign_words(h2 == 0 ? cur.s0.x : cur.s0.y);
+                const SignWords sw1 = sign_words(h2 == 0 ? cur.s1.x : cur.s1.y);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int w = 2 * h2 + h;
+                    uint32_t e0, o0, e1, o1;
+                    index_words(tern2dev::word(cur.m0, w), sw0, h, e0, o0);
+                    index_words(tern2dev::word(cur.m1, w), sw1, h, e1, o1);
+                    const uint8_t* xw = xb + 32 * w;
+                    mma_step<0>(c_even, table, lane4, e0, o0, e1, o1, xw);
+                    mma_step<1>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+                    mma_step<2>(c_even, table, lane4, e0, o0, e1, o1, xw);
+                    mma_step<3>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+                }
             }
             load(cur);  // its registers receive the sub-tile kDepth on
             if (++s < a.subs) continue;

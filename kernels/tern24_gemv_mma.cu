@@ -1,6 +1,6 @@
 // The tern24 GEMV on int8 tensor cores, m = 1..8 (tern24_gemv_mma, kernels/tern24_gemv.h): the
 // gemv path runs it only under TRIT_TERN24_MMA=1 until it is measured against the streaming dp4a
-// kernel (gemv_stream.cu; bench/lab/tern24_mma.cu is the same kernel standalone).
+// kernel (gemv_stream.cu): `TRIT_TERN24_MMA=1 trit bench kernels --formats tern24 --paths gemv`.
 //
 // Why. The streaming dp4a GEMV is bound by issue, not by DRAM (ncu, docs/BENCHMARKS.md session 37:
 // 0.63 instructions a scheduler cycle at 3.7 warps a scheduler): per 32 weights and token it

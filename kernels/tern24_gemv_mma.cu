@@ -30,6 +30,7 @@
 #include <string>
 #include <utility>
 
+#include "core/error.h"
 #include "exporters/formats/tern24.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/gemv_common.cuh"
@@ -229,7 +230,10 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
 }
 
 // Blocks of the kernel an SM holds with `smem` bytes of x (cached per device and size).
-int resident_blocks(size_t smem) {
+// Blocks of the kernel the current device holds at once with `smem` bytes of x (cached per
+// device and size). Above the 48 KB a launch gets by default (x of 8 tokens at k = 16384 takes
+// 136 KB) the kernel is allowed that much, where the device has it; else trit::Error naming m, k.
+int resident_blocks(size_t smem, int64_t m, int64_t k) {
     static std::mutex mutex;
     static std::map<std::pair<int, size_t>, int> cache;
     int device = 0;
@@ -237,11 +241,19 @@ int resident_blocks(size_t smem) {
     std::lock_guard<std::mutex> lock(mutex);
     const auto it = cache.find({device, smem});
     if (it != cache.end()) return it->second;
-    // x of 8 tokens at k = 16384 takes more than the 48 KB a launch gets by default.
-    TRIT_CUDA_CHECK(cudaFuncSetAttribute(
-        tern24_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(kTern24GemvMaxM * x_token(static_cast<int>(sub_tiles(kMaxK))))));
-    int sms = 0, per_sm = 0;
+    int optin = 0, sms = 0, per_sm = 0;
+    TRIT_CUDA_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cudaFuncAttributes attributes{};
+    TRIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, tern24_mma_kernel));
+    TRIT_CHECK(smem + attributes.sharedSizeBytes <= static_cast<size_t>(optin),
+               "tern24_gemv_mma (m=", m, ", k=", k, "): x takes ", smem,
+               " bytes of shared memory and the table ", attributes.sharedSizeBytes,
+               ", more than the ", optin, " a block gets on this GPU");
+    if (smem > static_cast<size_t>(attributes.maxDynamicSharedSizeBytes))
+        TRIT_CUDA_CHECK(cudaFuncSetAttribute(tern24_mma_kernel,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
     TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     TRIT_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern24_mma_kernel, kThreads, smem));
@@ -287,7 +299,7 @@ void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
     const size_t smem = size_t(m) * size_t(x_token(a.subs));
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{kTileRows});
     const int64_t blocks =
-        std::min<int64_t>(resident_blocks(smem), fmt::ceil_div(tiles, int64_t{kWarps}));
+        std::min<int64_t>(resident_blocks(smem, m, w.k), fmt::ceil_div(tiles, int64_t{kWarps}));
     detail::launch_kernel(tern24_mma_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
                           smem, stream, true, a);
 }

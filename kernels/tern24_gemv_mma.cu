@@ -202,11 +202,9 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
             }
             load(cur);  // its registers receive the sub-tile kDepth on
             if (++s < a.subs) continue;
-                // The tile's outputs: tokens 2t, 2t + 1 of rows g, g + 8.
-#pragma unroll
+            // The tile is done: tokens 2t, 2t + 1 of rows g, g + 8.
             for (int h = 0; h < 2; ++h) {
                 const int tok = 2 * t + h;
-#pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int64_t r = tile * kTileRows + g + 8 * e;
                     const int32_t sum = c_even[2 * e + h] + c_odd[2 * e + h];
@@ -229,7 +227,6 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
     }
 }
 
-// Blocks of the kernel an SM holds with `smem` bytes of x (cached per device and size).
 // Blocks of the kernel the current device holds at once with `smem` bytes of x (cached per
 // device and size). Above the 48 KB a launch gets by default (x of 8 tokens at k = 16384 takes
 // 136 KB) the kernel is allowed that much, where the device has it; else trit::Error naming m, k.

@@ -15,12 +15,13 @@
 // zero), in a ring of kDepth sub-tiles requested ahead. mma step 4w + j of a sub-tile takes groups
 // 8w + 2j and 8w + 2j + 1 of the lane's chunk as its k slots 4t..4t+3 and 16+4t..16+4t+3: A = the
 // code words of those groups in rows g and g + 8 (bytes j of the E and O index words of mask word
-// w, looked up in a per-lane shared-memory table as in gemv_stream.cu), B = x of the same columns,
-// one 8-byte shared load (x of token g in lanes g < m, token 0 elsewhere). The accumulators c0 /
-// c2 (c1 / c3) end with rows g / g + 8 for token 2t (2t + 1), two sets (even and odd steps) so
-// that two chains of dependent mmas run. x lives in shared memory, token i's chunk c at
-// i * x_token + 136 c (136: the 4 lanes t read distinct banks; x_token ends on a 32-byte offset so
-// that 4 tokens fill the 32 banks). A tile's scales and bias are requested when it starts.
+// w, looked up in a per-lane shared-memory table as in gemv_stream.cu), B = x of the same columns
+// (x of token g in lanes g < m, token 0 elsewhere), one 16-byte shared load for two steps. The
+// accumulators c0 / c2 (c1 / c3) end with rows g / g + 8 for token 2t (2t + 1), two sets (even and
+// odd steps) so that two chains of dependent mmas run. x lives in shared memory, token i's chunk c
+// at i * x_token + 144 c: in each 8-lane phase of a 16-byte load the 4 lanes t of a token read
+// distinct banks (144 = 128 + 16), and x_token = 64 (mod 128) puts the phase's other token in the
+// other 16 banks. A tile's scales and bias are requested when it starts.
 #include "kernels/tern24_gemv.h"
 
 #include <algorithm>
@@ -61,7 +62,7 @@ constexpr int kWarps = 8;  // per block
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kTileRows = 16;     // mma m
 constexpr int kSubChunks = 4;     // chunks a sub-tile: one a lane t
-constexpr int kXChunk = 136;      // shared bytes a chunk of x
+constexpr int kXChunk = 144;      // shared bytes a chunk of x
 constexpr int kTableStride = 64;  // words a table row (the index is address byte 1)
 constexpr int kDepth = 4;         // sub-tiles in the ring
 constexpr int kMaxK = 16384;
@@ -71,8 +72,10 @@ int64_t sub_tiles(int64_t k) {
 }
 // Shared bytes of x a token (see the top).
 __host__ __device__ constexpr int x_token(int subs) {
-    return subs * kSubChunks * kXChunk + 32;
+    return subs * kSubChunks * kXChunk + (subs % 2 == 0 ? 64 : 0);
 }
+static_assert(x_token(1) % 128 == 64 && x_token(2) % 128 == 64,
+              "tokens g, g + 1 in distinct banks");
 
 // A lane's chunk of rows g and g + 8 in one sub-tile.
 struct Sub {
@@ -80,15 +83,18 @@ struct Sub {
     uint2 s0, s1;  // sign bytes
 };
 
-// mma step 4w + J: A from byte J of the index words of rows g (e0, o0) and g + 8 (e1, o1), B the
-// step's 8 bytes of x at xw + 8 J.
+// mma steps 4w + J and 4w + J + 1 (J = 0, 2) into the even and odd accumulators: A from bytes J
+// and J + 1 of the index words of rows g (e0, o0) and g + 8 (e1, o1), B the steps' 16 bytes of x
+// at xw + 8 J.
 template <int J>
-__device__ __forceinline__ void mma_step(int (&c)[4], const uint32_t* table, uint32_t lane4,
-                                         uint32_t e0, uint32_t o0, uint32_t e1, uint32_t o1,
-                                         const uint8_t* xw) {
-    const uint2 b = *reinterpret_cast<const uint2*>(xw + 8 * J);
-    tern2dev::mma_s8(c, lookup<J>(table, e0, lane4), lookup<J>(table, e1, lane4),
+__device__ __forceinline__ void mma_steps(int (&even)[4], int (&odd)[4], const uint32_t* table,
+                                          uint32_t lane4, uint32_t e0, uint32_t o0, uint32_t e1,
+                                          uint32_t o1, const uint8_t* xw) {
+    const uint4 b = *reinterpret_cast<const uint4*>(xw + 8 * J);
+    tern2dev::mma_s8(even, lookup<J>(table, e0, lane4), lookup<J>(table, e1, lane4),
                      lookup<J>(table, o0, lane4), lookup<J>(table, o1, lane4), b.x, b.y);
+    tern2dev::mma_s8(odd, lookup<J + 1>(table, e0, lane4), lookup<J + 1>(table, e1, lane4),
+                     lookup<J + 1>(table, o0, lane4), lookup<J + 1>(table, o1, lane4), b.z, b.w);
 }
 
 struct Args {
@@ -194,10 +200,8 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
                     index_words(tern2dev::word(cur.m0, w), sw0, h, e0, o0);
                     index_words(tern2dev::word(cur.m1, w), sw1, h, e1, o1);
                     const uint8_t* xw = xb + 32 * w;
-                    mma_step<0>(c_even, table, lane4, e0, o0, e1, o1, xw);
-                    mma_step<1>(c_odd, table, lane4, e0, o0, e1, o1, xw);
-                    mma_step<2>(c_even, table, lane4, e0, o0, e1, o1, xw);
-                    mma_step<3>(c_odd, table, lane4, e0, o0, e1, o1, xw);
+                    mma_steps<0>(c_even, c_odd, table, lane4, e0, o0, e1, o1, xw);
+                    mma_steps<2>(c_even, c_odd, table, lane4, e0, o0, e1, o1, xw);
                 }
             }
             load(cur);  // its registers receive the sub-tile kDepth on

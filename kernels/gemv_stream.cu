@@ -532,10 +532,14 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         Codec::template dot<M>(cur.row[r], xr, table, lane4, acc);
         load_row_r(cur, r);
     };
-    // Warp team: the batch's outputs, one a lane, then the next batch's scales and bias.
-    auto finish_batch = [&] {
+    // Warp team: this lane's output of the batch (none past the last row).
+    auto finish_own = [&] {
         const int64_t j = batch_out_row();
         if (j < a.n) finish(own, j, ws_w, bias_w);
+    };
+    // Warp team: the batch's outputs, one a lane, then the next batch's scales and bias.
+    auto finish_batch = [&] {
+        finish_own();
         in_batch = 0;
         batch_row += kBatch * grid_rows;
         load_batch_epilogue();
@@ -610,10 +614,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         step(tile_b, ws_b, bias_b);
     }
     if constexpr (kWarpTeam) {
-        if (in_batch > 0) {  // the last batch, in part
-            const int64_t j = batch_out_row();
-            if (j < a.n) finish(own, j, ws_w, bias_w);
-        }
+        if (in_batch > 0) finish_own();  // the last batch, in part
     }
     if constexpr (!kOneGroup) {
         if (tile != blockIdx.x) {  // the last tile's sums

@@ -342,7 +342,6 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     const int slot = t / a.team, c = t % a.team;
     const bool owns = c < a.chunks;
     const int tile_rows = a.slots * kRows;
-    const int64_t tiles = fmt::ceil_div(a.n, int64_t{tile_rows});
     const int64_t grid_rows = int64_t{gridDim.x} * tile_rows;  // rows from one tile to the next
     const int64_t a_row = int64_t{a.chunks} * Codec::kABytes, b_row = int64_t{a.chunks} * Codec::kBBytes;
 
@@ -352,9 +351,11 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     int64_t load_row = int64_t{blockIdx.x} * tile_rows + slot * kRows;
     const uint8_t* load_a_p = a.a + load_row * a_row + int64_t{c} * Codec::kABytes;
     const uint8_t* load_b_p = a.b + load_row * b_row + int64_t{c} * Codec::kBBytes;
-    // Row r of the next tile into d. Rows past n keep stale data: their sums are never used.
+    // Row r of the next tile into d. Rows past n keep stale data: their sums are never used. A
+    // thread that owns no chunk sees no rows.
+    const int64_t rows_owned = owns ? a.n : 0;
     auto load_row_r = [&](Tile& d, int r) {
-        if (owns && load_row + r < a.n) d.row[r] = Codec::load(load_a_p + r * a_row, load_b_p + r * b_row);
+        if (load_row < rows_owned - r) d.row[r] = Codec::load(load_a_p + r * a_row, load_b_p + r * b_row);
     };
     auto next_tile = [&] {
         load_row += grid_rows;
@@ -519,7 +520,8 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     if (a.late) detail::pdl_launch_dependents();  // x is in registers
 
     // The current tile, its first row, and the partials' buffer it writes.
-    int64_t tile = blockIdx.x, row = int64_t{blockIdx.x} * tile_rows;
+    const int64_t first_row = int64_t{blockIdx.x} * tile_rows;
+    int64_t row = first_row;
     int par = 0;
     // acc = row r of `cur` . x; then the row's registers receive the same row of the tile two
     // ahead.
@@ -564,7 +566,6 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
             }
             next_tile();
             if (++in_batch == kBatch) finish_batch();
-            tile += gridDim.x;
             row += grid_rows;
             return;
         }
@@ -599,25 +600,24 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         if constexpr (kOneGroup) {
             if (finisher && j < a.n) finish(group_sum(part + t * runs, 0), j, ws, bias);
         } else {
-            if (tile != blockIdx.x)
+            if (row != first_row)
                 group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
             group_terms(part, terms[par], row);
         }
         load_epilogue(ws, bias);
-        tile += gridDim.x;
         row += grid_rows;
         par ^= 1;
     };
-    while (tile < tiles) {  // the same for the whole block
+    while (row < a.n) {  // the same for the whole block
         step(tile_a, ws_a, bias_a);
-        if (tile >= tiles) break;
+        if (row >= a.n) break;
         step(tile_b, ws_b, bias_b);
     }
     if constexpr (kWarpTeam) {
         if (in_batch > 0) finish_own();  // the last batch, in part
     }
     if constexpr (!kOneGroup) {
-        if (tile != blockIdx.x) {  // the last tile's sums
+        if (row != first_row) {  // the last tile's sums
             __syncthreads();
             group_sums(terms[par ^ 1], row - grid_rows);
         }

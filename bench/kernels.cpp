@@ -270,10 +270,18 @@ std::string tern2_gemm_label(int64_t m, int64_t n, int64_t k, int64_t group, int
 }
 
 kn::ProductPath product_path(const std::string& name) {
-    if (name == "gemv") return kn::ProductPath::kGemv;
+    if (name == "gemv" || name.rfind("gemv.", 0) == 0) return kn::ProductPath::kGemv;
     if (name == "gemm" || name.rfind("gemm.", 0) == 0) return kn::ProductPath::kGemm;
     if (name == "generic") return kn::ProductPath::kGeneric;
     return kn::ProductPath::kAuto;
+}
+
+// The tern24 GEMV kernel a gemv.<kernel> path forces; kAuto for every other path.
+kn::Tern24GemvVariant tern24_gemv_path(const std::string& name) {
+    if (name == "gemv.stream") return kn::Tern24GemvVariant::kStream;
+    if (name == "gemv.warp") return kn::Tern24GemvVariant::kWarp;
+    if (name == "gemv.mma") return kn::Tern24GemvVariant::kMma;
+    return kn::Tern24GemvVariant::kAuto;
 }
 
 // Per (shape, m): the inputs every case of that m shares. x is not rotated: the weights are the
@@ -476,7 +484,16 @@ class ShapeBench {
         // gemm.mma_sync / gemm.wgmma: the gemm path with that tern2 GEMM kernel (which the tern24
         // dense path runs too) forced for the row's calls.
         const size_t dot = path_arg.find('.');
-        if (dot != std::string::npos) {
+        // gemv.stream / gemv.warp / gemv.mma: the gemv path with that tern24 GEMV kernel forced.
+        const kn::Tern24GemvVariant gemv_variant = tern24_gemv_path(path_arg);
+        const bool gemv_forced = gemv_variant != kn::Tern24GemvVariant::kAuto;
+        if (gemv_forced) {
+            r.path = path_arg + "*";
+            if (w.format != kn::Format::kTern24) {
+                r.note = "--paths " + path_arg + ": tern24 rows only";
+                return r;
+            }
+        } else if (dot != std::string::npos) {
             r.path = path_arg.substr(dot + 1) + "*";
             if (w.format != kn::Format::kTern2 && w.format != kn::Format::kTern24) {
                 r.note = "--paths " + path_arg + ": tern2 and tern24 rows only";
@@ -496,17 +513,22 @@ class ShapeBench {
                            : "gemv." + (w.format == kn::Format::kBt
                                             ? bt_kernel
                                             : std::string(kn::tern2_gemv_variant(w.weights(0), x, m, w.group)));
-        // A tern24 row on the gemv path, auto or forced: the GEMV kernel it runs (gemv.stream,
-        // gemv.warp, gemv.mma under TRIT_TERN24_MMA=1).
+        // A tern24 row on the gemv path, auto or "gemv" forced: the GEMV kernel it runs
+        // (gemv.stream, gemv.mma, gemv.warp).
         if (taken == kn::ProductPath::kGemv && w.format == kn::Format::kTern24 &&
             dot == std::string::npos)
             r.path = "gemv." + std::string(kn::tern24_gemv_variant(w.weights(0), x, m, w.group)) +
                      (path != kn::ProductPath::kAuto ? "*" : "");
+        const kn::ScopedTern24GemvVariant forced_gemv(gemv_variant);
+        if (gemv_forced && !kn::tern24_gemv_rejects(w.weights(0), x, m, w.group).empty()) {
+            r.note = "--paths " + path_arg + ": " + kn::tern24_gemv_rejects(w.weights(0), x, m, w.group);
+            return r;
+        }
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every
         // tile split stream-K (128-token tiles); gemm.wgmma.ks<N>: its k-split tile, N tokens.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(
-            dot == std::string::npos                  ? kn::Tern2GemmVariant::kAuto
+            dot == std::string::npos || gemv_forced   ? kn::Tern2GemmVariant::kAuto
             : path_arg == "gemm.wgmma.sk"             ? kn::Tern2GemmVariant::kWgmmaStreamK
             : path_arg.rfind("gemm.wgmma.ks", 0) == 0 ? kn::Tern2GemmVariant::kWgmmaKSplit
             : wgmma                                   ? kn::Tern2GemmVariant::kWgmma

@@ -60,10 +60,11 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    // auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N>,
-    // gemm.wgmma.ks<N> (product() rows only; the gemm.* paths force that tern2 GEMM kernel, t<N>
-    // its tokens per tile, sk stream-K, ks<N> its k-split tile with N tokens; tern2 and tern24
-    // rows only)
+    // auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, gemm.mma_sync, gemm.wgmma,
+    // gemm.wgmma.sk, gemm.wgmma.t<N>, gemm.wgmma.ks<N> (product() rows only; the gemv.* paths
+    // force that tern24 GEMV kernel, tern24 rows only; the gemm.* paths force that tern2 GEMM
+    // kernel, t<N> its tokens per tile, sk stream-K, ks<N> its k-split tile with N tokens; tern2
+    // and tern24 rows only)
     std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)

@@ -143,17 +143,19 @@ std::vector<std::string> parse_path_list(const std::string& text) {
     std::vector<std::string> paths;
     for (const std::string& item : split_list(text)) {
         TRIT_CHECK(item == "auto" || item == "gemv" || item == "gemm" || item == "generic" ||
+                       item == "gemv.stream" || item == "gemv.warp" || item == "gemv.mma" ||
                        item == "gemm.mma_sync" || item == "gemm.wgmma" || item == "gemm.wgmma.sk" ||
                        wgmma_tokens_path(item) > 0,
-                   "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
-                   "gemm.wgmma.sk, gemm.wgmma.t<N> (N: ",
+                   "--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, "
+                   "gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: ",
                    kernels::detail::tern2_gemm_sm90_tokens_text(),
                    ") or gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got '", item, "'");
         paths.push_back(item);
     }
     TRIT_CHECK(!paths.empty(),
-               "--paths: expected auto, gemv, gemm, generic, gemm.mma_sync, gemm.wgmma, "
-               "gemm.wgmma.sk, gemm.wgmma.t<N> or gemm.wgmma.ks<N>, got an empty list");
+               "--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, "
+               "gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> or gemm.wgmma.ks<N>, got "
+               "an empty list");
     check_unique(
         "--paths", paths, [](const std::string& p) { return p; }, text);
     return paths;

@@ -35,7 +35,9 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
         "ternary V; tern_tern: ternary Q x ternary K); default tern2,tern24,bt2,bin1_tern with "
         "bt2 at m <= 8 only (its fast kernel is a gemv) and bin1_tern at m >= 2");
     k->add_option("--paths", a->paths,
-                  "Product paths, comma-separated: auto, gemv, gemm, generic, and gemm.mma_sync / "
+                  "Product paths, comma-separated: auto, gemv, gemm, generic, gemv.stream / "
+                  "gemv.warp / gemv.mma (the gemv path with that tern24 GEMV kernel forced; tern24 "
+                  "rows only), and gemm.mma_sync / "
                   "gemm.wgmma (the gemm path with that tern2 GEMM kernel forced; tern2 and tern24 "
                   "rows only; gemm.wgmma.t<N>, N one of 96, 128, 160, 176, 256, also forces its "
                   "tokens per tile; gemm.wgmma.sk splits every 128-token tile stream-K; "

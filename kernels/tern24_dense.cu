@@ -9,6 +9,7 @@
 #include "exporters/formats/tern2.h"
 #include "exporters/formats/tern24.h"
 #include "kernels/cuda_check.h"
+#include "kernels/tern24_gemv.h"
 
 namespace trit::kernels {
 namespace {
@@ -102,6 +103,18 @@ std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, 
     if (group < w.k) return "one scale group only (group >= k)";
     if (m == 1 && w.n * w.k > (w.k <= 4096 ? kTern24DenseFirstMaxWeightsShortK : kTern24DenseFirstMaxWeights))
         return "m = 1 above 8192 x 2560 weights (8192 x 4096 with k <= 4096) runs the tern24 GEMV (fewer bytes)";
+    // On the H200 (docs/BENCHMARKS.md, session 38, us, tern24 GEMV / dense): at m = 2 the
+    // streaming kernel won from 2^27 weights, 32768 x 4096 14.1 / 14.3, 65536 x 4096 22.0 / 26.5,
+    // 128256 x 4096 37.6 / 50.7, 151936 x 3584 42.7 / 60.0, and lost below, 24576 x 4096 12.1 /
+    // 11.6, 14336 x 4096 10.0 / 7.6; at m = 3..8, the tensor-core kernel where its tiles fill the
+    // GPU (tern24_gemv_mma_first).
+    if (m == 2 && w.n * w.k >= kTern24StreamFirstMinWeights &&
+        tern24_gemv_stream_rejects(w, x, m, group).empty())
+        return "m = 2 on at least 2^27 weights runs the tern24 streaming GEMV (fewer bytes)";
+    if (m >= 3 && m <= kTern24GemvMaxM && w.n * w.k >= kTern24MmaFirstMinWeights &&
+        tern24_gemv_mma_rejects(w, x, m, group).empty() &&
+        tern24_gemv_mma_first(m, w.n, w.k, tern24_gemv_mma_resident_warps(m, w.k)))
+        return "m = 3..8 where the tiles fill the GPU runs the tern24 tensor-core GEMV (fewer bytes)";
     return tern24_dense_rejects(w, x, m, group);
 }
 

@@ -2,9 +2,9 @@
 // weight, kernels/product.h PackedWeights::dense; the GPU runtime builds it when it uploads a tern24
 // layer) and multiplied by the tern2 kernels (their auto dispatch: the one-shot GEMV or tern2_skinny
 // for few tokens, the tern2 GEMM for many). The product dispatcher's kGemm path for tern24
-// (kernels/product_table.cu): ahead of the tern24 GEMVs with one scale group from m = 2, and at m = 1
-// up to 8192 x 2560 weights, 8192 x 4096 with k <= 4096 (tern24_dense_first_rejects), else where
-// the GEMVs decline (m > 8).
+// (kernels/product_table.cu): ahead of the tern24 GEMVs with one scale group from m = 2 but on
+// the largest weights, and at m = 1 up to 8192 x 2560 weights, 8192 x 4096 with k <= 4096
+// (tern24_dense_first_rejects), else where the GEMVs decline (m > 8).
 // The results are those of the tern24 kernels: the same codes, exact int32 sums.
 #pragma once
 
@@ -34,11 +34,15 @@ void tern24_dense_product(const PackedWeights& w, const int8_t* x, int64_t m, in
                           const ProductOut& out, cudaStream_t stream);
 
 // "" when auto dispatch runs the dense path ahead of the tern24 GEMVs: tern24_dense_rejects holds,
-// one scale group (group >= k), and m >= 2, or m = 1 on at most kTern24DenseFirstMaxWeights
-// weights (n * k), or at most kTern24DenseFirstMaxWeightsShortK with k <= 4096 (where the tern2
-// streaming kernel takes m = 1), where it measured faster on the H100; else the first rule it breaks.
+// one scale group (group >= k), and m = 1 on at most kTern24DenseFirstMaxWeights weights (n * k),
+// or at most kTern24DenseFirstMaxWeightsShortK with k <= 4096 (where the tern2 streaming kernel
+// takes m = 1), where it measured faster on the H100; m = 2 below kTern24StreamFirstMinWeights
+// weights or where the tern24 streaming GEMV declines; m = 3..8 unless tern24_gemv_mma_first
+// (kernels/tern24_gemv.h) sends the call to the tensor-core GEMV; m > 8. Else the first rule it
+// breaks. The m >= 2 rules were measured on the H200.
 constexpr int64_t kTern24DenseFirstMaxWeights = int64_t{8192} * 2560;
 constexpr int64_t kTern24DenseFirstMaxWeightsShortK = int64_t{8192} * 4096;
+constexpr int64_t kTern24StreamFirstMinWeights = int64_t{1} << 27;
 std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 }  // namespace trit::kernels

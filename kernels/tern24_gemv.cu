@@ -14,8 +14,8 @@
 #include "kernels/tern24_gemv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -252,13 +252,13 @@ bool stream_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
     return tern24_gemv_stream_rejects(w, x, m, group).empty();
 }
 
-// TRIT_TERN24_MMA=1: the tensor-core kernel runs the calls it takes (read once).
-bool mma_takes(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    static const bool enabled = [] {
-        const char* v = std::getenv("TRIT_TERN24_MMA");
-        return v != nullptr && std::string(v) == "1";
-    }();
-    return enabled && tern24_gemv_mma_rejects(w, x, m, group).empty();
+std::atomic<Tern24GemvVariant> g_variant{Tern24GemvVariant::kAuto};
+
+// The auto order's tensor-core rule (kernels/tern24_gemv.h), with the shared-memory check the
+// launcher makes (a device query, cached).
+bool mma_auto(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    return m >= 3 && (m >= 5 || w.n >= 8192) && tern24_gemv_mma_rejects(w, x, m, group).empty() &&
+           tern24_gemv_mma_resident_warps(m, w.k) > 0;
 }
 
 }  // namespace
@@ -286,25 +286,57 @@ std::string tern24_gemv_warp_rejects(const PackedWeights& w, const int8_t* x, in
     return "";
 }
 
+void set_tern24_gemv_variant(Tern24GemvVariant v) {
+    g_variant.store(v);
+}
+
+Tern24GemvVariant tern24_gemv_variant_forced() {
+    return g_variant.load();
+}
+
+bool tern24_gemv_mma_first(int64_t m, int64_t n, int64_t k, int64_t warps) {
+    if (m < 3 || m > kTern24GemvMaxM || warps < 1 || n < 1 || n * k < kTern24MmaFirstMinWeights)
+        return false;
+    const int64_t tiles = fmt::ceil_div(n, int64_t{16});
+    const int64_t rounds = fmt::ceil_div(tiles, warps);
+    return static_cast<double>(tiles) >= kTern24MmaFirstMinFill * static_cast<double>(rounds * warps);
+}
+
 std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (mma_takes(w, x, m, group) || stream_takes(w, x, m, group)) return "";
+    switch (g_variant.load()) {
+        case Tern24GemvVariant::kStream: return tern24_gemv_stream_rejects(w, x, m, group);
+        case Tern24GemvVariant::kWarp: return tern24_gemv_warp_rejects(w, x, m, group);
+        case Tern24GemvVariant::kMma: return tern24_gemv_mma_rejects(w, x, m, group);
+        case Tern24GemvVariant::kAuto: break;
+    }
+    // The tensor-core kernel's rules are within the warp kernel's.
+    if (stream_takes(w, x, m, group)) return "";
     return tern24_gemv_warp_rejects(w, x, m, group);
 }
 
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (mma_takes(w, x, m, group)) return "mma";
-    if (stream_takes(w, x, m, group)) return "stream";
+    switch (g_variant.load()) {
+        case Tern24GemvVariant::kStream: return stream_takes(w, x, m, group) ? "stream" : "";
+        case Tern24GemvVariant::kWarp:
+            return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
+        case Tern24GemvVariant::kMma:
+            return tern24_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
+        case Tern24GemvVariant::kAuto: break;
+    }
+    if (m <= kTern24GemvStreamMaxM && stream_takes(w, x, m, group)) return "stream";
+    if (mma_auto(w, x, m, group)) return "mma";
     return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
 }
 
 void tern24_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                  const ProductOut& out, cudaStream_t stream) {
-    if (mma_takes(w, x, m, group)) return tern24_gemv_mma(w, x, m, group, out, stream);
-    if (stream_takes(w, x, m, group)) {
+    const std::string variant = tern24_gemv_variant(w, x, m, group);
+    if (variant == "stream") {
         check_product("tern24_gemv", w, x, m, group, out);
         return tern24_gemv_stream(w, x, m, group, out, stream);
     }
-    gemv::check_call("tern24_gemv", w, x, m, group, out, tern24_gemv_warp_rejects(w, x, m, group));
+    if (variant == "mma") return tern24_gemv_mma(w, x, m, group, out, stream);
+    gemv::check_call("tern24_gemv", w, x, m, group, out, tern24_gemv_rejects(w, x, m, group));
     warp::run(w, x, m, group, out, stream);
 }
 

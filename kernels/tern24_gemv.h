@@ -16,11 +16,17 @@
 //   - the tensor-core kernel (tern24_gemv_mma, kernels/tern24_gemv_mma.cu), m <= 8: a warp streams
 //     16 rows over all of k, the code words the A operand of mma.sync m16n8k32, x from shared
 //     memory. Its rules: m <= 8; k % 128 == 0 and k <= 16384; one scale group (group >= k); the
-//     same alignment. Under evaluation: the gemv path runs it only with TRIT_TERN24_MMA=1 in the
-//     environment (read once), where it takes the call, ahead of the two kernels above.
-// tern24_gemv runs the streaming kernel when it takes the call and the warp kernel otherwise;
-// tern24_gemv_rejects is "" when one of them takes the call, else the warp kernel's first broken
-// rule (the generic kernel then runs), and tern24_gemv throws trit::Error with that rule.
+//     same alignment; at launch, x (m * k * 9 / 8 bytes) must fit a block's opt-in shared memory
+//     (auto dispatch checks it before choosing the kernel). Its time is
+//     nearly the same for 1 to 8 tokens, and a warp takes whole 16-row tiles over all of k, so it
+//     pays where the tiles fill the resident warps' rounds.
+// tern24_gemv (auto) runs, in order, the first that takes the call: the streaming kernel for
+// m <= 2; the tensor-core kernel for m >= 3 when m >= 5 or n >= 8192 (on the H200, docs/
+// BENCHMARKS.md session 38: at m = 4 it was 1.6x faster than the warp kernel on 14336 x 4096 and
+// 1.2x slower on 4096 x 4096 and 4096 x 14336; at m = 8 faster on every shape measured); the warp
+// kernel. tern24_gemv_rejects is "" when one of them takes the call, else the warp kernel's first
+// broken rule (the generic kernel then runs), and tern24_gemv throws trit::Error with that rule.
+// Tests and benchmarks force one kernel with Tern24GemvVariant.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -47,6 +53,36 @@ std::string tern24_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int
                                     int64_t group);
 // Which kernel tern24_gemv runs for the call: "mma", "stream", "warp", or "" (it throws).
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// The kernel tern24_gemv runs: kAuto (the order above), or one forced (tests, benchmarks): then
+// tern24_gemv runs that kernel or throws its broken rule. Process-wide (atomic); kAuto by default.
+enum class Tern24GemvVariant { kAuto, kStream, kWarp, kMma };
+void set_tern24_gemv_variant(Tern24GemvVariant v);
+Tern24GemvVariant tern24_gemv_variant_forced();
+
+// Forces a variant while it lives, then restores kAuto.
+class ScopedTern24GemvVariant {
+  public:
+    explicit ScopedTern24GemvVariant(Tern24GemvVariant v) { set_tern24_gemv_variant(v); }
+    ~ScopedTern24GemvVariant() { set_tern24_gemv_variant(Tern24GemvVariant::kAuto); }
+    ScopedTern24GemvVariant(const ScopedTern24GemvVariant&) = delete;
+    ScopedTern24GemvVariant& operator=(const ScopedTern24GemvVariant&) = delete;
+};
+
+// Warps of the tensor-core kernel the current device holds at once for m tokens of k columns
+// (its launch grid's most; the x staged in shared memory bounds it at large m * k), 0 where x does
+// not fit a block's shared memory. Queries the device once per (device, m, k); launches nothing.
+int64_t tern24_gemv_mma_resident_warps(int64_t m, int64_t k);
+
+// The auto dispatch's rule (kernels/tern24_dense.h) for running the tensor-core kernel ahead of
+// the tern24 dense copy: 3 <= m <= 8, at least kTern24MmaFirstMinWeights weights (n * k), and its
+// ceil(n / 16) tiles fill at least kTern24MmaFirstMinFill of the rounds that `warps` resident
+// warps take them in. On the H200 (session 38, one scale group) it was 1-9 % faster than the
+// dense copy from 65536 x 4096 up to 128256 x 4096, 17 % on 128256 x 8192, 25 % on 151936 x 3584
+// (fill 0.90); 20 % slower on 49152 x 4096 (3072 tiles: 2 rounds of 2112 warps, fill 0.73).
+constexpr int64_t kTern24MmaFirstMinWeights = int64_t{1} << 28;
+constexpr double kTern24MmaFirstMinFill = 0.85;
+bool tern24_gemv_mma_first(int64_t m, int64_t n, int64_t k, int64_t warps);
 
 // Throws trit::Error (naming m, n, k, group and the rule) when check_product or the rules above
 // reject the call.

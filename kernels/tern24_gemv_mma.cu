@@ -1,6 +1,7 @@
 // The tern24 GEMV on int8 tensor cores, m = 1..8 (tern24_gemv_mma, kernels/tern24_gemv.h): the
-// gemv path runs it only under TRIT_TERN24_MMA=1 until it is measured against the streaming dp4a
-// kernel (gemv_stream.cu): `TRIT_TERN24_MMA=1 trit bench kernels --formats tern24 --paths gemv`.
+// gemv path's kernel from m = 3 (its auto order), and ahead of the tern24 dense copy where its
+// tiles fill the GPU (tern24_gemv_mma_first). `trit bench kernels --formats tern24 --paths
+// gemv.mma` times it alone.
 //
 // Why. The streaming dp4a GEMV is bound by issue, not by DRAM (ncu, docs/BENCHMARKS.md session 37:
 // 0.63 instructions a scheduler cycle at 3.7 warps a scheduler): per 32 weights and token it
@@ -232,11 +233,16 @@ __global__ void __launch_bounds__(kThreads, 2) tern24_mma_kernel(const Args a) {
 }
 
 // Blocks of the kernel the current device holds at once with `smem` bytes of x (cached per
-// device and size). Above the 48 KB a launch gets by default (x of 8 tokens at k = 16384 takes
-// 136 KB) the kernel is allowed that much, where the device has it; else trit::Error naming m, k.
-int resident_blocks(size_t smem, int64_t m, int64_t k) {
+// device and size), 0 where x and the table do not fit a block's opt-in shared memory (`optin`
+// and `table` say how much there is and what the table takes). Above the 48 KB a launch gets by
+// default (x of 8 tokens at k = 16384 takes 144.5 KiB) the kernel is allowed that much.
+struct Residency {
+    int blocks = 0;
+    size_t optin = 0, table = 0;
+};
+Residency residency(size_t smem) {
     static std::mutex mutex;
-    static std::map<std::pair<int, size_t>, int> cache;
+    static std::map<std::pair<int, size_t>, Residency> cache;
     int device = 0;
     TRIT_CUDA_CHECK(cudaGetDevice(&device));
     std::lock_guard<std::mutex> lock(mutex);
@@ -247,20 +253,25 @@ int resident_blocks(size_t smem, int64_t m, int64_t k) {
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     cudaFuncAttributes attributes{};
     TRIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, tern24_mma_kernel));
-    TRIT_CHECK(smem + attributes.sharedSizeBytes <= static_cast<size_t>(optin),
-               "tern24_gemv_mma (m=", m, ", k=", k, "): x takes ", smem,
-               " bytes of shared memory and the table ", attributes.sharedSizeBytes,
-               ", more than the ", optin, " a block gets on this GPU");
-    if (smem > static_cast<size_t>(attributes.maxDynamicSharedSizeBytes))
-        TRIT_CUDA_CHECK(cudaFuncSetAttribute(tern24_mma_kernel,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    TRIT_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern24_mma_kernel, kThreads, smem));
-    const int blocks = sms * std::max(per_sm, 1);
-    cache.emplace(std::make_pair(device, smem), blocks);
-    return blocks;
+    Residency r;
+    r.optin = static_cast<size_t>(optin);
+    r.table = attributes.sharedSizeBytes;
+    if (smem + r.table <= r.optin) {
+        if (smem > static_cast<size_t>(attributes.maxDynamicSharedSizeBytes))
+            TRIT_CUDA_CHECK(cudaFuncSetAttribute(tern24_mma_kernel,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem)));
+        TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tern24_mma_kernel,
+                                                                      kThreads, smem));
+        r.blocks = sms * std::max(per_sm, 1);
+    }
+    cache.emplace(std::make_pair(device, smem), r);
+    return r;
+}
+
+size_t x_bytes(int64_t m, int64_t k) {
+    return size_t(m) * size_t(x_token(static_cast<int>(sub_tiles(k))));
 }
 
 bool aligned(const void* p, uintptr_t bytes) {
@@ -281,6 +292,11 @@ std::string tern24_gemv_mma_rejects(const PackedWeights& w, const int8_t* x, int
     return "";
 }
 
+int64_t tern24_gemv_mma_resident_warps(int64_t m, int64_t k) {
+    if (m < 1 || m > kTern24GemvMaxM || k < kChunkCols || k > kMaxK) return 0;
+    return int64_t{residency(x_bytes(m, k)).blocks} * kWarps;
+}
+
 void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                      const ProductOut& out, cudaStream_t stream) {
     gemv::check_call("tern24_gemv_mma", w, x, m, group, out,
@@ -297,10 +313,14 @@ void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
     a.subs = static_cast<int>(sub_tiles(w.k));
     a.prefetch = w.pdl;
     a.out = out;
-    const size_t smem = size_t(m) * size_t(x_token(a.subs));
+    const size_t smem = x_bytes(m, w.k);
+    const Residency r = residency(smem);
+    TRIT_CHECK(r.blocks > 0, "tern24_gemv_mma (m=", m, ", n=", w.n, ", k=", w.k, "): x takes ", smem,
+               " bytes of shared memory and the table ", r.table, ", more than the ", r.optin,
+               " a block gets on this GPU");
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{kTileRows});
     const int64_t blocks =
-        std::min<int64_t>(resident_blocks(smem, m, w.k), fmt::ceil_div(tiles, int64_t{kWarps}));
+        std::min<int64_t>(r.blocks, fmt::ceil_div(tiles, int64_t{kWarps}));
     detail::launch_kernel(tern24_mma_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
                           smem, stream, true, a);
 }

@@ -116,6 +116,18 @@ TEST(Tern24DenseContract, DenseCopyFirstWhereItMeasuredFaster) {
     EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 6912, &why), ProductPath::kGemv) << why;
     w.n = 4096, w.k = 4096;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 4096, &why), ProductPath::kGemm) << why;
+    // m = 2 from 2^27 weights: the tern24 streaming GEMV (fewer bytes).
+    w.n = 32768, w.k = 4096;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 4096, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 2, 4096),
+                HasSubstr("m = 2 on at least 2^27 weights runs the tern24 streaming GEMV"));
+    w.n = 32767;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 4096, &why), ProductPath::kGemm) << why;
+    w.n = 28672, w.k = 8192;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 8192, &why), ProductPath::kGemv) << why;
+    w.n = 4096, w.k = 32768;  // k over the streaming kernel's 16384: the dense copy
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 32768, &why), ProductPath::kGemm) << why;
+    w.n = 4096, w.k = 4096;
     // Several scale groups: the tern24 GEMVs, as before.
     EXPECT_EQ(trit::kernels::choose_path(w, x, 4, 64, &why), ProductPath::kGemv) << why;
     EXPECT_THAT(trit::kernels::tern24_dense_first_rejects(w, x, 4, 64), HasSubstr("one scale group only"));

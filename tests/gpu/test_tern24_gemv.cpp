@@ -2,9 +2,11 @@
 // (tern24_gemv_warp) and the path through the dispatcher, int32 accumulators and fused epilogue
 // bit-exact against the CPU references over a shape table (m = 1, 2, 3, 8; n = 1 .. 2560 with odd
 // n; k from one 128-column chunk to more than two chunks per lane; group = k, 32, 64, 128, 384 and
-// larger than k; x over the full int8 range, -128 included), auto dispatch, and the path's
-// contract rules on the host (each rule rejected with m, n, k and group in the message). The
-// streaming kernel that the path runs for m <= 2 has its own tests (test_tern24_gemv_stream.cpp).
+// larger than k; x over the full int8 range, -128 included), auto dispatch and its order over the
+// three kernels (forced ones too), and the path's contract rules on the host (each rule rejected
+// with m, n, k and group in the message). The streaming kernel that the path runs for m <= 2 and
+// the tensor-core kernel it runs from m = 3 have their own tests (test_tern24_gemv_stream.cpp,
+// test_tern24_gemv_mma.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -57,6 +59,8 @@ TEST_F(Tern24Gemv, MatchesTheReferenceOverTheShapeTable) {
 // One kernel instantiation, its shared memory growing, shrinking and growing again with k: the
 // launch must not run under a limit lowered by the smaller call (was a launch "invalid argument").
 TEST_F(Tern24Gemv, SameKernelWithLargerSmallerLargerSharedMemory) {
+    // The warp kernel through the path (auto runs the tensor-core kernel at m = 8).
+    const trit::kernels::ScopedTern24GemvVariant warp(trit::kernels::Tern24GemvVariant::kWarp);
     uint64_t seed = 900;
     for (int64_t k : {16384, 256, 16384, 4096}) {
         ProductCase c;
@@ -89,6 +93,61 @@ TEST_F(Tern24Gemv, AutoDispatchPicksItForSmallM) {
 
 PackedWeights tern24(int64_t n, int64_t k, const uint8_t* mask, const uint8_t* signs) {
     return trit::gputest::tern24_weights(n, k, mask, signs);
+}
+
+// The path's auto order: the streaming kernel for m <= 2, the tensor-core kernel from m = 3 where
+// m >= 5 or n >= 8192, else the warp kernel; a forced kernel runs or throws its own rule. The
+// calls through the tensor-core kernel match the reference.
+TEST_F(Tern24Gemv, AutoOrderAndForcedKernels) {
+    using trit::kernels::ScopedTern24GemvVariant;
+    using trit::kernels::tern24_gemv_variant;
+    using trit::kernels::Tern24GemvVariant;
+    alignas(16) static uint8_t mask[64], signs[64];
+    alignas(16) static int8_t x[64];
+    EXPECT_STREQ(tern24_gemv_variant(tern24(4096, 4096, mask, signs), x, 2, 4096), "stream");
+    EXPECT_STREQ(tern24_gemv_variant(tern24(4096, 4096, mask, signs), x, 4, 4096), "warp");
+    EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 3, 4096), "mma");
+    EXPECT_STREQ(tern24_gemv_variant(tern24(2560, 2560, mask, signs), x, 5, 2560), "mma");
+    EXPECT_STREQ(tern24_gemv_variant(tern24(24, 256, mask, signs), x, 8, 256), "mma");
+    // Several scale groups, k > 16384: not the tensor-core kernel.
+    EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 8, 128), "warp");
+    EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 32768, mask, signs), x, 3, 32768), "warp");
+    {
+        const ScopedTern24GemvVariant forced(Tern24GemvVariant::kWarp);
+        EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 1, 4096), "warp");
+    }
+    {
+        const ScopedTern24GemvVariant forced(Tern24GemvVariant::kMma);
+        EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 1, 4096), "mma");
+        EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 1, 128), "");
+        EXPECT_THAT(trit::kernels::tern24_gemv_rejects(tern24(8192, 4096, mask, signs), x, 1, 128),
+                    HasSubstr("group must be >= k (one scale group)"));
+    }
+    {
+        const ScopedTern24GemvVariant forced(Tern24GemvVariant::kStream);
+        EXPECT_STREQ(tern24_gemv_variant(tern24(8192, 4096, mask, signs), x, 3, 4096), "");
+        int32_t acc[1];
+        trit::kernels::ProductOut out;
+        out.acc = acc;
+        try {
+            trit::kernels::tern24_gemv(tern24(8192, 4096, mask, signs), x, 3, 4096, out, nullptr);
+            ADD_FAILURE() << "expected trit::Error";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("tern24_gemv (tern24, m=3, n=8192, k=4096, group=4096): "
+                                            "m must be 1 or 2"));
+        }
+    }
+    EXPECT_EQ(trit::kernels::tern24_gemv_variant_forced(), Tern24GemvVariant::kAuto);
+    uint64_t seed = 1200;
+    for (const Shape& s : std::vector<Shape>{{5, 40, 512, 512}, {8, 17, 4096, 4096}, {6, 33, 1152, 1 << 20}}) {
+        ProductCase c;
+        c.format = Format::kTern24;
+        c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+        c.seed = ++seed;
+        c.bias = true;
+        ASSERT_STREQ(tern24_gemv_variant(tern24(s.n, s.k, mask, signs), x, s.m, s.group), "mma");
+        trit::gputest::check_product_case(c, ProductPath::kGemv);
+    }
 }
 
 alignas(16) uint8_t g_mask[64];

@@ -3,7 +3,8 @@
 // to 8; n = 1, odd, and more 16-row tiles than the grid's warps, so warps loop; k from one
 // 128-column chunk, sub-tiles of 512 columns whole and in part, to the 16384 limit; per-tensor and
 // per-channel scales, bias on and off), acc and y each with and without the early reads of
-// PackedWeights::pdl, x at the int8 extremes, and its contract rules on the host.
+// PackedWeights::pdl, x at the int8 extremes, its contract rules on the host, the auto dispatch's
+// rule for it ahead of the dense copy, and that rule as dispatch applies it on the device.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -92,6 +93,24 @@ void expect_rule(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gro
                                    trit::kernels::tern24_gemv_mma, w, x, m, group, rule);
 }
 
+// The auto dispatch's rule for the tensor-core kernel ahead of the dense copy, with the H200's 2112
+// resident warps (132 SMs, 2 blocks of 8 warps) and others.
+TEST(Tern24GemvMmaContract, FirstRuleWantsManyWeightsAndFullRounds) {
+    using trit::kernels::tern24_gemv_mma_first;
+    EXPECT_TRUE(tern24_gemv_mma_first(8, 128256, 4096, 2112));  // 8016 tiles, 4 rounds: 0.95
+    EXPECT_TRUE(tern24_gemv_mma_first(3, 65536, 4096, 2112));   // 4096 tiles, 2 rounds: 0.97
+    EXPECT_TRUE(tern24_gemv_mma_first(4, 151936, 3584, 2112));  // 9496 tiles, 5 rounds: 0.90
+    EXPECT_TRUE(tern24_gemv_mma_first(8, 128256, 8192, 2112));
+    EXPECT_FALSE(tern24_gemv_mma_first(8, 49152, 4096, 2112));  // 3072 tiles, 2 rounds: 0.73
+    EXPECT_FALSE(tern24_gemv_mma_first(8, 70000, 4096, 2112));  // 4375 tiles, 3 rounds: 0.69
+    EXPECT_TRUE(tern24_gemv_mma_first(8, 70000, 4096, 2200));   // 2 rounds: 0.99
+    EXPECT_FALSE(tern24_gemv_mma_first(8, 65535, 4096, 2112));  // under 2^28 weights
+    EXPECT_TRUE(tern24_gemv_mma_first(8, 65536, 4096, 2112));
+    EXPECT_FALSE(tern24_gemv_mma_first(2, 128256, 4096, 2112));  // m = 2: the streaming kernel
+    EXPECT_FALSE(tern24_gemv_mma_first(9, 128256, 4096, 2112));
+    EXPECT_FALSE(tern24_gemv_mma_first(8, 128256, 4096, 0));     // x does not fit
+}
+
 TEST(Tern24GemvMmaContract, RejectsShapesOffItsRulesNamingThem) {
     using trit::kernels::tern24_gemv_mma_rejects;
     for (int64_t m = 1; m <= 8; ++m)
@@ -116,6 +135,33 @@ TEST(Tern24GemvMmaContract, RejectsShapesOffItsRulesNamingThem) {
     PackedWeights tern2 = tern24(4, 256, g_mask, nullptr);
     tern2.format = Format::kTern2;
     EXPECT_THAT(tern24_gemv_mma_rejects(tern2, g_x, 1, 256), HasSubstr("tern24 weights only"));
+}
+
+// On this device: auto dispatch sends m = 3..8 to the tensor-core GEMV exactly where the rule holds
+// with the kernel's resident warps here, else to the dense copy.
+TEST_F(Tern24GemvMma, DispatchFollowsTheFirstRuleOnThisDevice) {
+    using trit::kernels::ProductPath;
+    alignas(16) static uint8_t mask[64], signs[64], dense[64];
+    alignas(16) static int8_t x[64];
+    const int64_t warps = trit::kernels::tern24_gemv_mma_resident_warps(8, 4096);
+    EXPECT_GT(warps, 0);
+    EXPECT_EQ(trit::kernels::tern24_gemv_mma_resident_warps(9, 4096), 0);
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {128256, 4096}, {65536, 4096}, {49152, 4096}, {151936, 3584}, {24576, 4096}}) {
+        PackedWeights w = tern24(n, k, mask, signs);
+        w.dense = dense;
+        for (int64_t m : {3, 8}) {
+            const bool first = trit::kernels::tern24_gemv_mma_first(
+                m, n, k, trit::kernels::tern24_gemv_mma_resident_warps(m, k));
+            std::string why;
+            EXPECT_EQ(trit::kernels::choose_path(w, x, m, k, &why),
+                      first ? ProductPath::kGemv : ProductPath::kGemm)
+                << m << " x " << n << " x " << k << ": " << why;
+            if (first) {
+                EXPECT_STREQ(trit::kernels::tern24_gemv_variant(w, x, m, k), "mma");
+            }
+        }
+    }
 }
 
 }  // namespace

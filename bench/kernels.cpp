@@ -521,7 +521,8 @@ class ShapeBench {
                      (path != kn::ProductPath::kAuto ? "*" : "");
         const kn::ScopedTern24GemvVariant forced_gemv(gemv_variant);
         if (gemv_forced && !kn::tern24_gemv_rejects(w.weights(0), x, m, w.group).empty()) {
-            r.note = "--paths " + path_arg + ": " + kn::tern24_gemv_rejects(w.weights(0), x, m, w.group);
+            r.note =
+                "--paths " + path_arg + ": " + kn::tern24_gemv_rejects(w.weights(0), x, m, w.group);
             return r;
         }
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every

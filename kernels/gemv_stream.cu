@@ -355,7 +355,8 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
     // thread that owns no chunk sees no rows.
     const int64_t rows_owned = owns ? a.n : 0;
     auto load_row_r = [&](Tile& d, int r) {
-        if (load_row < rows_owned - r) d.row[r] = Codec::load(load_a_p + r * a_row, load_b_p + r * b_row);
+        if (load_row < rows_owned - r)
+            d.row[r] = Codec::load(load_a_p + r * a_row, load_b_p + r * b_row);
     };
     auto next_tile = [&] {
         load_row += grid_rows;
@@ -600,8 +601,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) gemv_stream_kernel(const Args 
         if constexpr (kOneGroup) {
             if (finisher && j < a.n) finish(group_sum(part + t * runs, 0), j, ws, bias);
         } else {
-            if (row != first_row)
-                group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
+            if (row != first_row) group_sums(terms[par ^ 1], row - grid_rows);  // the previous tile
             group_terms(part, terms[par], row);
         }
         load_epilogue(ws, bias);

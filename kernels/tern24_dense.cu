@@ -114,7 +114,8 @@ std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, 
     if (m >= 3 && m <= kTern24GemvMaxM && w.n * w.k >= kTern24MmaFirstMinWeights &&
         tern24_gemv_mma_rejects(w, x, m, group).empty() &&
         tern24_gemv_mma_first(m, w.n, w.k, tern24_gemv_mma_resident_warps(m, w.k)))
-        return "m = 3..8 where the tiles fill the GPU runs the tern24 tensor-core GEMV (fewer bytes)";
+        return "m = 3..8 where the tiles fill the GPU runs the tern24 tensor-core GEMV (fewer "
+               "bytes)";
     return tern24_dense_rejects(w, x, m, group);
 }
 

@@ -1,9 +1,9 @@
 // tern24 products by the dense path: a tern24 weight's codes written once as tern2 (2 bits per
-// weight, kernels/product.h PackedWeights::dense; the GPU runtime builds it when it uploads a tern24
-// layer) and multiplied by the tern2 kernels (their auto dispatch: the one-shot GEMV or tern2_skinny
-// for few tokens, the tern2 GEMM for many). The product dispatcher's kGemm path for tern24
-// (kernels/product_table.cu): ahead of the tern24 GEMVs with one scale group from m = 2 but on
-// the largest weights, and at m = 1 up to 8192 x 2560 weights, 8192 x 4096 with k <= 4096
+// weight, kernels/product.h PackedWeights::dense; the GPU runtime builds it when it uploads a
+// tern24 layer) and multiplied by the tern2 kernels (their auto dispatch: the one-shot GEMV or
+// tern2_skinny for few tokens, the tern2 GEMM for many). The product dispatcher's kGemm path for
+// tern24 (kernels/product_table.cu): ahead of the tern24 GEMVs with one scale group from m = 2 but
+// on the largest weights, and at m = 1 up to 8192 x 2560 weights, 8192 x 4096 with k <= 4096
 // (tern24_dense_first_rejects), else where the GEMVs decline (m > 8).
 // The results are those of the tern24 kernels: the same codes, exact int32 sums.
 #pragma once

@@ -299,15 +299,20 @@ bool tern24_gemv_mma_first(int64_t m, int64_t n, int64_t k, int64_t warps) {
         return false;
     const int64_t tiles = fmt::ceil_div(n, int64_t{16});
     const int64_t rounds = fmt::ceil_div(tiles, warps);
-    return static_cast<double>(tiles) >= kTern24MmaFirstMinFill * static_cast<double>(rounds * warps);
+    return static_cast<double>(tiles) >=
+           kTern24MmaFirstMinFill * static_cast<double>(rounds * warps);
 }
 
 std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     switch (g_variant.load()) {
-        case Tern24GemvVariant::kStream: return tern24_gemv_stream_rejects(w, x, m, group);
-        case Tern24GemvVariant::kWarp: return tern24_gemv_warp_rejects(w, x, m, group);
-        case Tern24GemvVariant::kMma: return tern24_gemv_mma_rejects(w, x, m, group);
-        case Tern24GemvVariant::kAuto: break;
+        case Tern24GemvVariant::kStream:
+            return tern24_gemv_stream_rejects(w, x, m, group);
+        case Tern24GemvVariant::kWarp:
+            return tern24_gemv_warp_rejects(w, x, m, group);
+        case Tern24GemvVariant::kMma:
+            return tern24_gemv_mma_rejects(w, x, m, group);
+        case Tern24GemvVariant::kAuto:
+            break;
     }
     // The tensor-core kernel's rules are within the warp kernel's.
     if (stream_takes(w, x, m, group)) return "";
@@ -316,12 +321,14 @@ std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t
 
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
     switch (g_variant.load()) {
-        case Tern24GemvVariant::kStream: return stream_takes(w, x, m, group) ? "stream" : "";
+        case Tern24GemvVariant::kStream:
+            return stream_takes(w, x, m, group) ? "stream" : "";
         case Tern24GemvVariant::kWarp:
             return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
         case Tern24GemvVariant::kMma:
             return tern24_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
-        case Tern24GemvVariant::kAuto: break;
+        case Tern24GemvVariant::kAuto:
+            break;
     }
     if (m <= kTern24GemvStreamMaxM && stream_takes(w, x, m, group)) return "stream";
     if (mma_auto(w, x, m, group)) return "mma";

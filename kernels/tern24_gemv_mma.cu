@@ -315,12 +315,11 @@ void tern24_gemv_mma(const PackedWeights& w, const int8_t* x, int64_t m, int64_t
     a.out = out;
     const size_t smem = x_bytes(m, w.k);
     const Residency r = residency(smem);
-    TRIT_CHECK(r.blocks > 0, "tern24_gemv_mma (m=", m, ", n=", w.n, ", k=", w.k, "): x takes ", smem,
-               " bytes of shared memory and the table ", r.table, ", more than the ", r.optin,
+    TRIT_CHECK(r.blocks > 0, "tern24_gemv_mma (m=", m, ", n=", w.n, ", k=", w.k, "): x takes ",
+               smem, " bytes of shared memory and the table ", r.table, ", more than the ", r.optin,
                " a block gets on this GPU");
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{kTileRows});
-    const int64_t blocks =
-        std::min<int64_t>(r.blocks, fmt::ceil_div(tiles, int64_t{kWarps}));
+    const int64_t blocks = std::min<int64_t>(r.blocks, fmt::ceil_div(tiles, int64_t{kWarps}));
     detail::launch_kernel(tern24_mma_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
                           smem, stream, true, a);
 }

@@ -86,7 +86,8 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
               (std::vector<std::string>{"gemm.mma_sync", "gemm.wgmma", "gemm.wgmma.sk"}));
     EXPECT_EQ(bench::parse_path_list("gemv.stream,gemv.warp,gemv.mma"),
               (std::vector<std::string>{"gemv.stream", "gemv.warp", "gemv.mma"}));
-    EXPECT_THAT(error_of([] { bench::parse_path_list("gemv.dp4a"); }), HasSubstr("got 'gemv.dp4a'"));
+    EXPECT_THAT(error_of([] { bench::parse_path_list("gemv.dp4a"); }),
+                HasSubstr("got 'gemv.dp4a'"));
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.sk"), 0);
     EXPECT_EQ(bench::parse_path_list("gemm.wgmma.t96,gemm.wgmma.t176,gemm.wgmma.t256"),
               (std::vector<std::string>{"gemm.wgmma.t96", "gemm.wgmma.t176", "gemm.wgmma.t256"}));
@@ -97,7 +98,8 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.ks128"), 128);
     EXPECT_THAT(error_of([] { bench::parse_path_list("fast"); }),
                 HasSubstr("--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, "
-                          "gemv.mma, gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: 96, 128, 160, 176 or 256) or "
+                          "gemv.mma, gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: "
+                          "96, 128, 160, 176 or 256) or "
                           "gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got 'fast'"));
     EXPECT_THAT(error_of([] { bench::parse_path_list("gemm.dp4a"); }),
                 HasSubstr("got 'gemm.dp4a'"));

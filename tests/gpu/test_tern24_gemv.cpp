@@ -133,13 +133,15 @@ TEST_F(Tern24Gemv, AutoOrderAndForcedKernels) {
             trit::kernels::tern24_gemv(tern24(8192, 4096, mask, signs), x, 3, 4096, out, nullptr);
             ADD_FAILURE() << "expected trit::Error";
         } catch (const trit::Error& e) {
-            EXPECT_THAT(e.what(), HasSubstr("tern24_gemv (tern24, m=3, n=8192, k=4096, group=4096): "
-                                            "m must be 1 or 2"));
+            EXPECT_THAT(e.what(),
+                        HasSubstr("tern24_gemv (tern24, m=3, n=8192, k=4096, group=4096): "
+                                  "m must be 1 or 2"));
         }
     }
     EXPECT_EQ(trit::kernels::tern24_gemv_variant_forced(), Tern24GemvVariant::kAuto);
     uint64_t seed = 1200;
-    for (const Shape& s : std::vector<Shape>{{5, 40, 512, 512}, {8, 17, 4096, 4096}, {6, 33, 1152, 1 << 20}}) {
+    for (const Shape& s :
+         std::vector<Shape>{{5, 40, 512, 512}, {8, 17, 4096, 4096}, {6, 33, 1152, 1 << 20}}) {
         ProductCase c;
         c.format = Format::kTern24;
         c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;

@@ -108,7 +108,7 @@ TEST(Tern24GemvMmaContract, FirstRuleWantsManyWeightsAndFullRounds) {
     EXPECT_TRUE(tern24_gemv_mma_first(8, 65536, 4096, 2112));
     EXPECT_FALSE(tern24_gemv_mma_first(2, 128256, 4096, 2112));  // m = 2: the streaming kernel
     EXPECT_FALSE(tern24_gemv_mma_first(9, 128256, 4096, 2112));
-    EXPECT_FALSE(tern24_gemv_mma_first(8, 128256, 4096, 0));     // x does not fit
+    EXPECT_FALSE(tern24_gemv_mma_first(8, 128256, 4096, 0));  // x does not fit
 }
 
 TEST(Tern24GemvMmaContract, RejectsShapesOffItsRulesNamingThem) {

@@ -22,10 +22,11 @@
 //     pays where the tiles fill the resident warps' rounds.
 // tern24_gemv (auto) runs, in order, the first that takes the call: the streaming kernel for
 // m <= 2; the tensor-core kernel for m >= 3 when m >= 5 or n >= 8192 (on the H200, docs/
-// BENCHMARKS.md session 38: at m = 4 it was 1.6x faster than the warp kernel on 14336 x 4096 and
-// 1.2x slower on 4096 x 4096 and 4096 x 14336; at m = 8 faster on every shape measured); the warp
-// kernel. tern24_gemv_rejects is "" when one of them takes the call, else the warp kernel's first
-// broken rule (the generic kernel then runs), and tern24_gemv throws trit::Error with that rule.
+// BENCHMARKS.md session 38: at m = 4 it was 1.5-1.6x faster than the warp kernel on 14336 x 4096
+// and 1.15-1.2x slower on 4096 x 4096 and 4096 x 14336; at m = 8 faster on every shape measured);
+// the warp kernel. tern24_gemv_rejects is "" when one of them takes the call, else the warp
+// kernel's first broken rule (the generic kernel then runs), and tern24_gemv throws trit::Error
+// with that rule.
 // Tests and benchmarks force one kernel with Tern24GemvVariant.
 #pragma once
 
@@ -77,9 +78,10 @@ int64_t tern24_gemv_mma_resident_warps(int64_t m, int64_t k);
 // The auto dispatch's rule (kernels/tern24_dense.h) for running the tensor-core kernel ahead of
 // the tern24 dense copy: 3 <= m <= 8, at least kTern24MmaFirstMinWeights weights (n * k), and its
 // ceil(n / 16) tiles fill at least kTern24MmaFirstMinFill of the rounds that `warps` resident
-// warps take them in. On the H200 (session 38, one scale group) it was 1-9 % faster than the
-// dense copy from 65536 x 4096 up to 128256 x 4096, 17 % on 128256 x 8192, 25 % on 151936 x 3584
-// (fill 0.90); 20 % slower on 49152 x 4096 (3072 tiles: 2 rounds of 2112 warps, fill 0.73).
+// warps take them in. On the H200 (docs/BENCHMARKS.md session 38, one scale group, m = 3..8) the
+// dense copy took 1.01-1.10x its time from 65536 x 4096 up to 128256 x 4096, 1.17-1.21x on
+// 128256 x 8192, 1.23-1.27x on 151936 x 3584 (fill 0.90), and 0.80-0.84x on 49152 x 4096 (3072
+// tiles: 2 rounds of 2112 warps, fill 0.73).
 constexpr int64_t kTern24MmaFirstMinWeights = int64_t{1} << 28;
 constexpr double kTern24MmaFirstMinFill = 0.85;
 bool tern24_gemv_mma_first(int64_t m, int64_t n, int64_t k, int64_t warps);

@@ -471,8 +471,11 @@ class ShapeBench {
             w.format == kn::Format::kBt && taken == kn::ProductPath::kGemv
                 ? (m > 8 ? "chunks" : kn::bt_gemv_variant(w.weights(0), x, m, w.group))
                 : "";
+        // gemv.oneshot.l<L>r<R>[d<D>]: bt's one-shot nibble GEMV with that geometry.
+        Nib4Geometry geometry;
+        const bool nib4_forced = nib4_geometry_path(path_arg, &geometry);
         const bool dense = (w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm) ||
-                           bt_kernel == "nib4" || bt_kernel == "oneshot";
+                           bt_kernel == "nib4" || bt_kernel == "oneshot" || nib4_forced;
         r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
         // With the quantizer: float x read; q and its scales written and read again, unless one
         // kernel fuses both (then the int8 x and its scales never leave the SM).
@@ -491,6 +494,16 @@ class ShapeBench {
             r.path = path_arg + "*";
             if (w.format != kn::Format::kTern24) {
                 r.note = "--paths " + path_arg + ": tern24 rows only";
+                return r;
+            }
+        } else if (nib4_forced) {
+            r.path = path_arg + "*";
+            const char* no = w.format != kn::Format::kBt ? "bt rows only"
+                             : m != 1                    ? "m = 1 only"
+                             : with_act                  ? "product rows from int8 x only"
+                                                         : nullptr;
+            if (no != nullptr) {
+                r.note = "--paths " + path_arg + ": " + no;
                 return r;
             }
         } else if (dot != std::string::npos) {
@@ -529,7 +542,7 @@ class ShapeBench {
         // tile split stream-K (128-token tiles); gemm.wgmma.ks<N>: its k-split tile, N tokens.
         const bool wgmma = path_arg.rfind("gemm.wgmma", 0) == 0;
         const kn::ScopedTern2GemmVariant variant(
-            dot == std::string::npos || gemv_forced   ? kn::Tern2GemmVariant::kAuto
+            dot == std::string::npos || gemv_forced || nib4_forced ? kn::Tern2GemmVariant::kAuto
             : path_arg == "gemm.wgmma.sk"             ? kn::Tern2GemmVariant::kWgmmaStreamK
             : path_arg.rfind("gemm.wgmma.ks", 0) == 0 ? kn::Tern2GemmVariant::kWgmmaKSplit
             : wgmma                                   ? kn::Tern2GemmVariant::kWgmma
@@ -548,6 +561,11 @@ class ShapeBench {
             }
             out.x_scale = x_scale;
             out.x_scale_rows = m;
+            if (nib4_forced) {
+                kn::bt_nib4_oneshot(w.weights(i), x, m, w.group, out, stream, geometry.lanes,
+                                    geometry.rows, geometry.ahead);
+                return;
+            }
             kn::product(w.weights(i), x, m, w.group, out, stream, path);
         });
         // Auto falling back to generic is worth saying why (a fast kernel's contract declined).

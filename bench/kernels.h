@@ -60,11 +60,12 @@ struct KernelBenchOptions {
     std::vector<KernelShape> shapes;
     std::vector<int64_t> ms;
     std::vector<KernelFormat> formats;
-    // auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, gemm.mma_sync, gemm.wgmma,
-    // gemm.wgmma.sk, gemm.wgmma.t<N>, gemm.wgmma.ks<N> (product() rows only; the gemv.* paths
-    // force that tern24 GEMV kernel, tern24 rows only; the gemm.* paths force that tern2 GEMM
-    // kernel, t<N> its tokens per tile, sk stream-K, ks<N> its k-split tile with N tokens; tern2
-    // and tern24 rows only)
+    // auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, gemv.oneshot.l<L>r<R>[d<D>],
+    // gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N>, gemm.wgmma.ks<N> (product() rows
+    // only; gemv.stream/warp/mma force that tern24 GEMV kernel, tern24 rows only;
+    // gemv.oneshot.l<L>r<R>[d<D>] bt's one-shot nibble GEMV with that geometry, bt rows at m = 1
+    // only; the gemm.* paths force that tern2 GEMM kernel, t<N> its tokens per tile, sk
+    // stream-K, ks<N> its k-split tile with N tokens; tern2 and tern24 rows only)
     std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
@@ -83,6 +84,14 @@ std::vector<std::string> parse_path_list(const std::string& text);     // "auto,
 // N of a "gemm.wgmma.t<N>" path whose N is a tile's token count of the wgmma kernel, or of a
 // "gemm.wgmma.ks<N>" path (its k-split tile) whose N is 96 or 128, else 0.
 int wgmma_tokens_path(const std::string& path);
+// The lane geometry a "gemv.oneshot.l<L>r<R>[d<D>]" path forces on bt's one-shot nibble GEMV
+// (kernels/bt_nib4.h bt_nib4_oneshot's lanes, rows and ahead): L lanes a row (16 or 32), R rows a
+// lane group (1, 2 or 4), D pieces requested ahead (0, 2 or 4; without d: the kernel's rule, -1).
+struct Nib4Geometry {
+    int lanes = 0, rows = 0, ahead = -1;
+};
+// True, with the geometry in *g, when `path` is such a path with allowed values.
+bool nib4_geometry_path(const std::string& path, Nib4Geometry* g);
 // Defaults filled in, --quick applied (20 samples, 3 warm-up calls, m = 1,64,128,2048, 0.25 s per
 // case, each unless given), every value checked.
 KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& args);

@@ -2,6 +2,7 @@
 // parses and the tests run on machines without a GPU or without nvcc.
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <iomanip>
 #include <sstream>
 
@@ -139,14 +140,42 @@ int wgmma_tokens_path(const std::string& path) {
     return 0;
 }
 
+bool nib4_geometry_path(const std::string& path, Nib4Geometry* g) {
+    // gemv.oneshot.l<L>r<R>[d<D>]: each value one of a few, written as such (no leading zeros).
+    const std::string prefix = "gemv.oneshot.";
+    if (path.rfind(prefix, 0) != 0) return false;
+    size_t at = prefix.size();
+    // Reads `letter` and one of `allowed` at `at` into *out and moves past them; false otherwise.
+    const auto take = [&](char letter, std::initializer_list<int> allowed, int* out) {
+        if (at >= path.size() || path[at] != letter) return false;
+        const size_t end = path.find_first_not_of("0123456789", at + 1);
+        const std::string digits =
+            path.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+        for (int a : allowed)
+            if (digits == std::to_string(a)) {
+                *out = a;
+                at = end == std::string::npos ? path.size() : end;
+                return true;
+            }
+        return false;
+    };
+    Nib4Geometry v;
+    if (!take('l', {16, 32}, &v.lanes) || !take('r', {1, 2, 4}, &v.rows)) return false;
+    if (at < path.size() && (!take('d', {0, 2, 4}, &v.ahead) || at != path.size())) return false;
+    if (g != nullptr) *g = v;
+    return true;
+}
+
 std::vector<std::string> parse_path_list(const std::string& text) {
     std::vector<std::string> paths;
     for (const std::string& item : split_list(text)) {
         TRIT_CHECK(item == "auto" || item == "gemv" || item == "gemm" || item == "generic" ||
                        item == "gemv.stream" || item == "gemv.warp" || item == "gemv.mma" ||
-                       item == "gemm.mma_sync" || item == "gemm.wgmma" || item == "gemm.wgmma.sk" ||
+                       nib4_geometry_path(item, nullptr) || item == "gemm.mma_sync" ||
+                       item == "gemm.wgmma" || item == "gemm.wgmma.sk" ||
                        wgmma_tokens_path(item) > 0,
                    "--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, "
+                   "gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: 0, 2 or 4), "
                    "gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: ",
                    kernels::detail::tern2_gemm_sm90_tokens_text(),
                    ") or gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got '", item, "'");
@@ -154,8 +183,8 @@ std::vector<std::string> parse_path_list(const std::string& text) {
     }
     TRIT_CHECK(!paths.empty(),
                "--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, "
-               "gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> or gemm.wgmma.ks<N>, got "
-               "an empty list");
+               "gemv.oneshot.l<L>r<R>[d<D>], gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, "
+               "gemm.wgmma.t<N> or gemm.wgmma.ks<N>, got an empty list");
     check_unique(
         "--paths", paths, [](const std::string& p) { return p; }, text);
     return paths;

@@ -37,7 +37,9 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
     k->add_option("--paths", a->paths,
                   "Product paths, comma-separated: auto, gemv, gemm, generic, gemv.stream / "
                   "gemv.warp / gemv.mma (the gemv path with that tern24 GEMV kernel forced; tern24 "
-                  "rows only), and gemm.mma_sync / "
+                  "rows only), gemv.oneshot.l<L>r<R>[d<D>] (bt's one-shot nibble GEMV with L lanes "
+                  "a row, 16 or 32, R rows a lane group, 1, 2 or 4, and D pieces requested ahead, "
+                  "0, 2 or 4; bt rows at m = 1 only), and gemm.mma_sync / "
                   "gemm.wgmma (the gemm path with that tern2 GEMM kernel forced; tern2 and tern24 "
                   "rows only; gemm.wgmma.t<N>, N one of 96, 128, 160, 176, 256, also forces its "
                   "tokens per tile; gemm.wgmma.sk splits every 128-token tile stream-K; "

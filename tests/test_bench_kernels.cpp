@@ -88,6 +88,29 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
               (std::vector<std::string>{"gemv.stream", "gemv.warp", "gemv.mma"}));
     EXPECT_THAT(error_of([] { bench::parse_path_list("gemv.dp4a"); }),
                 HasSubstr("got 'gemv.dp4a'"));
+    EXPECT_EQ(bench::parse_path_list("gemv.oneshot.l32r2,gemv.oneshot.l16r4d2"),
+              (std::vector<std::string>{"gemv.oneshot.l32r2", "gemv.oneshot.l16r4d2"}));
+    bench::Nib4Geometry g;
+    EXPECT_TRUE(bench::nib4_geometry_path("gemv.oneshot.l32r1d4", &g));
+    EXPECT_EQ(g.lanes, 32);
+    EXPECT_EQ(g.rows, 1);
+    EXPECT_EQ(g.ahead, 4);
+    EXPECT_TRUE(bench::nib4_geometry_path("gemv.oneshot.l16r2", &g));
+    EXPECT_EQ(g.lanes, 16);
+    EXPECT_EQ(g.rows, 2);
+    EXPECT_EQ(g.ahead, -1);  // the kernel's rule
+    EXPECT_TRUE(bench::nib4_geometry_path("gemv.oneshot.l32r4d0", &g));
+    EXPECT_EQ(g.ahead, 0);
+    for (const char* bad :
+         {"gemv.oneshot", "gemv.oneshot.l8r2", "gemv.oneshot.l32r3", "gemv.oneshot.l32",
+          "gemv.oneshot.l032r2", "gemv.oneshot.l32r2d", "gemv.oneshot.l32r2d3",
+          "gemv.oneshot.l32r2d2x", "gemv.oneshot.r2l32", "gemv.oneshot.l32r22"}) {
+        EXPECT_FALSE(bench::nib4_geometry_path(bad, &g)) << bad;
+        EXPECT_THAT(
+            error_of([bad] { bench::parse_path_list(bad); }),
+            HasSubstr("gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: 0, 2 or 4)"))
+            << bad;
+    }
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.sk"), 0);
     EXPECT_EQ(bench::parse_path_list("gemm.wgmma.t96,gemm.wgmma.t176,gemm.wgmma.t256"),
               (std::vector<std::string>{"gemm.wgmma.t96", "gemm.wgmma.t176", "gemm.wgmma.t256"}));
@@ -96,11 +119,13 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
     EXPECT_EQ(bench::parse_path_list("gemm.wgmma.ks96,gemm.wgmma.ks128"),
               (std::vector<std::string>{"gemm.wgmma.ks96", "gemm.wgmma.ks128"}));
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.ks128"), 128);
-    EXPECT_THAT(error_of([] { bench::parse_path_list("fast"); }),
-                HasSubstr("--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, "
-                          "gemv.mma, gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: "
-                          "96, 128, 160, 176 or 256) or "
-                          "gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got 'fast'"));
+    EXPECT_THAT(
+        error_of([] { bench::parse_path_list("fast"); }),
+        HasSubstr("--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, "
+                  "gemv.mma, gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: "
+                  "0, 2 or 4), gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: "
+                  "96, 128, 160, 176 or 256) or "
+                  "gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got 'fast'"));
     EXPECT_THAT(error_of([] { bench::parse_path_list("gemm.dp4a"); }),
                 HasSubstr("got 'gemm.dp4a'"));
     for (const char* bad : {"gemm.wgmma.t64", "gemm.wgmma.t", "gemm.wgmma.t+96", "gemm.wgmma.t096",

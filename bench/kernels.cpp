@@ -533,10 +533,12 @@ class ShapeBench {
             r.path = "gemv." + std::string(kn::tern24_gemv_variant(w.weights(0), x, m, w.group)) +
                      (path != kn::ProductPath::kAuto ? "*" : "");
         const kn::ScopedTern24GemvVariant forced_gemv(gemv_variant);
-        if (gemv_forced && !kn::tern24_gemv_rejects(w.weights(0), x, m, w.group).empty()) {
-            r.note =
-                "--paths " + path_arg + ": " + kn::tern24_gemv_rejects(w.weights(0), x, m, w.group);
-            return r;
+        if (gemv_forced) {
+            const std::string no = kn::tern24_gemv_rejects(w.weights(0), x, m, w.group);
+            if (!no.empty()) {
+                r.note = "--paths " + path_arg + ": " + no;
+                return r;
+            }
         }
         // gemm.wgmma.t<N>: the wgmma kernel with N tokens per tile; gemm.wgmma.sk: with every
         // tile split stream-K (128-token tiles); gemm.wgmma.ks<N>: its k-split tile, N tokens.

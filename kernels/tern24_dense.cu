@@ -111,6 +111,7 @@ std::string tern24_dense_first_rejects(const PackedWeights& w, const int8_t* x, 
     if (m == 2 && w.n * w.k >= kTern24StreamFirstMinWeights &&
         tern24_gemv_stream_rejects(w, x, m, group).empty())
         return "m = 2 on at least 2^27 weights runs the tern24 streaming GEMV (fewer bytes)";
+    // tern24_gemv_mma_first's cheap conditions first: the resident-warp count is a device query.
     if (m >= 3 && m <= kTern24GemvMaxM && w.n * w.k >= kTern24MmaFirstMinWeights &&
         tern24_gemv_mma_rejects(w, x, m, group).empty() &&
         tern24_gemv_mma_first(m, w.n, w.k, tern24_gemv_mma_resident_warps(m, w.k)))

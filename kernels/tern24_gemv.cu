@@ -303,8 +303,12 @@ bool tern24_gemv_mma_first(int64_t m, int64_t n, int64_t k, int64_t warps) {
            kTern24MmaFirstMinFill * static_cast<double>(rounds * warps);
 }
 
-std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    switch (g_variant.load()) {
+namespace {
+
+// One kernel's own rules ("" for kAuto).
+std::string kernel_rejects(Tern24GemvVariant v, const PackedWeights& w, const int8_t* x, int64_t m,
+                           int64_t group) {
+    switch (v) {
         case Tern24GemvVariant::kStream:
             return tern24_gemv_stream_rejects(w, x, m, group);
         case Tern24GemvVariant::kWarp:
@@ -314,37 +318,61 @@ std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t
         case Tern24GemvVariant::kAuto:
             break;
     }
-    // The tensor-core kernel's rules are within the warp kernel's.
+    return "";
+}
+
+// The kernel tern24_gemv runs: the forced one where it takes the call, else the first of the auto
+// order that does; kAuto when none does.
+Tern24GemvVariant pick(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    const Tern24GemvVariant forced = g_variant.load();
+    if (forced != Tern24GemvVariant::kAuto)
+        return kernel_rejects(forced, w, x, m, group).empty() ? forced : Tern24GemvVariant::kAuto;
+    if (stream_takes(w, x, m, group)) return Tern24GemvVariant::kStream;
+    if (mma_auto(w, x, m, group)) return Tern24GemvVariant::kMma;
+    return tern24_gemv_warp_rejects(w, x, m, group).empty() ? Tern24GemvVariant::kWarp
+                                                            : Tern24GemvVariant::kAuto;
+}
+
+}  // namespace
+
+std::string tern24_gemv_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    const Tern24GemvVariant forced = g_variant.load();
+    if (forced != Tern24GemvVariant::kAuto) return kernel_rejects(forced, w, x, m, group);
+    // The tensor-core kernel's rules are within the warp kernel's (and need no device query here).
     if (stream_takes(w, x, m, group)) return "";
     return tern24_gemv_warp_rejects(w, x, m, group);
 }
 
 const char* tern24_gemv_variant(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    switch (g_variant.load()) {
+    switch (pick(w, x, m, group)) {
         case Tern24GemvVariant::kStream:
-            return stream_takes(w, x, m, group) ? "stream" : "";
-        case Tern24GemvVariant::kWarp:
-            return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
+            return "stream";
         case Tern24GemvVariant::kMma:
-            return tern24_gemv_mma_rejects(w, x, m, group).empty() ? "mma" : "";
+            return "mma";
+        case Tern24GemvVariant::kWarp:
+            return "warp";
         case Tern24GemvVariant::kAuto:
             break;
     }
-    if (m <= kTern24GemvStreamMaxM && stream_takes(w, x, m, group)) return "stream";
-    if (mma_auto(w, x, m, group)) return "mma";
-    return tern24_gemv_warp_rejects(w, x, m, group).empty() ? "warp" : "";
+    return "";
 }
 
 void tern24_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                  const ProductOut& out, cudaStream_t stream) {
-    const std::string variant = tern24_gemv_variant(w, x, m, group);
-    if (variant == "stream") {
-        check_product("tern24_gemv", w, x, m, group, out);
-        return tern24_gemv_stream(w, x, m, group, out, stream);
+    switch (pick(w, x, m, group)) {
+        case Tern24GemvVariant::kStream:
+            check_product("tern24_gemv", w, x, m, group, out);
+            return tern24_gemv_stream(w, x, m, group, out, stream);
+        case Tern24GemvVariant::kMma:
+            return tern24_gemv_mma(w, x, m, group, out, stream);
+        case Tern24GemvVariant::kWarp:
+            gemv::check_call("tern24_gemv", w, x, m, group, out, "");
+            return warp::run(w, x, m, group, out, stream);
+        case Tern24GemvVariant::kAuto:
+            break;
     }
-    if (variant == "mma") return tern24_gemv_mma(w, x, m, group, out, stream);
+    // No kernel takes the call: check_product's rules, then the first broken rule, as an error.
     gemv::check_call("tern24_gemv", w, x, m, group, out, tern24_gemv_rejects(w, x, m, group));
-    warp::run(w, x, m, group, out, stream);
 }
 
 void tern24_gemv_warp(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

@@ -36,7 +36,6 @@ namespace ex = trit::exporters;
 namespace fm = trit::formats;
 using namespace trit::bench::gpu;  // NOLINT: this file's own helpers, split out for size
 
-constexpr int64_t kBtGroup = 64;  // bt's scale group along k (the container's default)
 // pack+b1_gemm's per-tensor activation scale: x in [-1, 1] / (2/3) rounds to -1, 0, +1 a third
 // each (|x| > 1/3 is nonzero), the spread of random_planes' ternary codes.
 constexpr float kTernActScale = 2.0f / 3.0f;
@@ -203,12 +202,14 @@ kn::Format kernel_format(ex::WeightFormat f) {
     TRIT_FAIL("bench kernels: float is not a packed format");
 }
 
-PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t l2, Rng& rng) {
+// bt_group: bt's scale group along k (KernelBenchOptions::bt_group).
+PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_group, int64_t l2,
+                          Rng& rng) {
     PackedSet s;
     s.id = id;
     s.format = kernel_format(id.kind);
     s.n = n, s.k = k;
-    s.group = id.kind == ex::WeightFormat::kBt ? std::min(kBtGroup, k) : k;
+    s.group = id.kind == ex::WeightFormat::kBt ? std::min(bt_group, k) : k;
     s.groups = ceil_div(k, s.group);
     const std::vector<int8_t> codes = random_codes(id, n, k, rng);
     const ex::Arrays arrays = ex::pack_codes(id, codes.data(), n, k);
@@ -328,8 +329,8 @@ class ShapeBench {
             if (is_b1_format(f.name))
                 b1_sets_.emplace_back(f, make_b1_set(f.name, n, k, gpu_.l2(), rng_));
             else
-                sets_.emplace_back(
-                    f, make_packed_set(ex::parse_format(f.name), n, k, gpu_.l2(), rng_));
+                sets_.emplace_back(f, make_packed_set(ex::parse_format(f.name), n, k, o_.bt_group,
+                                                      gpu_.l2(), rng_));
         }
         for (int64_t m : o_.ms)
             run_m(m);
@@ -673,7 +674,9 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& ou
         << "); a sample is gated CUDA events "
         << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
         << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
-        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups)\n"
+        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups); bt "
+           "scale "
+        << "groups of min(" << o.bt_group << ", k) columns\n"
         << std::flush;
 
     // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.

@@ -52,6 +52,7 @@ const char* b1_format_names();  // "bin1_tern, bool_tern, tern_tern"
 struct KernelBenchArgs {
     std::string shapes, ms, formats, paths;  // "" = default
     int64_t reps = 100, warmup = 10;
+    int64_t bt_group = 64;  // --bt-group
     bool reps_given = false, warmup_given = false;
     bool quick = false;
 };
@@ -70,6 +71,9 @@ struct KernelBenchOptions {
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)
     double budget_s = 1.0;  // timed GPU seconds per case, at least 5 samples
+    // bt formats' scale group along k: a positive multiple of 64 (the container's default 64);
+    // min(bt_group, k) columns a group, so any group >= k is one group a row.
+    int64_t bt_group = 64;
 };
 
 // The defaults: BitNet-2B, Llama-8B and BWTA projection shapes; m = 1, 16, 64, 256, 2048; tern2,

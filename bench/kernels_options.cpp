@@ -212,6 +212,10 @@ KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& a) {
     o.reps = a.reps_given ? a.reps : (a.quick ? 20 : 100);
     o.warmup = a.warmup_given ? a.warmup : (a.quick ? 3 : 10);
     o.budget_s = a.quick ? 0.25 : 1.0;
+    TRIT_CHECK(a.bt_group >= 64 && a.bt_group % 64 == 0,
+               "--bt-group: expected a positive multiple of 64 (columns a bt scale group), got ",
+               a.bt_group);
+    o.bt_group = a.bt_group;
     return o;
 }
 

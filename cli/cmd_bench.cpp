@@ -51,6 +51,10 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
         ->capture_default_str();
     k->add_option("--warmup", a->warmup, "Untimed calls per case before timing")
         ->capture_default_str();
+    k->add_option("--bt-group", a->bt_group,
+                  "bt formats' scale group along k, columns: a positive multiple of 64; a group "
+                  ">= k is one group a row")
+        ->capture_default_str();
     k->add_flag("--quick", a->quick,
                 "Short run: 20 samples, 3 warm-up calls, m = 1,64,128,2048 (unless given)");
     k->add_option("--csv", *csv, "Also write the rows as CSV to this file");

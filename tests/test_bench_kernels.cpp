@@ -151,6 +151,7 @@ TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
     EXPECT_EQ(o.paths, (std::vector<std::string>{"auto"}));
     EXPECT_EQ(o.reps, 100);
     EXPECT_EQ(o.warmup, 10);
+    EXPECT_EQ(o.bt_group, 64);
 
     a.quick = true;
     o = bench::resolve_kernel_bench_args(a);
@@ -168,6 +169,16 @@ TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
     a.reps = 5, a.warmup = -1, a.warmup_given = true;
     EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
                 HasSubstr("--warmup: expected"));
+    a.warmup = 0, a.bt_group = 96;
+    EXPECT_THAT(
+        error_of([&] { bench::resolve_kernel_bench_args(a); }),
+        HasSubstr(
+            "--bt-group: expected a positive multiple of 64 (columns a bt scale group), got 96"));
+    a.bt_group = 0;
+    EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
+                HasSubstr("--bt-group: expected"));
+    a.bt_group = 4096;
+    EXPECT_EQ(bench::resolve_kernel_bench_args(a).bt_group, 4096);
     a.warmup = 0, a.shapes = "12x";
     EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
                 HasSubstr("--shapes: expected NxK"));

@@ -59,9 +59,10 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 // kernels/tern2_gemv_oneshot.h, with the nibble decode): a lane group of 16 or 32 lanes takes one,
 // two or four rows, each lane holding at most 16 pieces of 32 columns (16 bytes) a row: all of them
 // in registers for one row, up to 8 a row for two and the rest copied to shared memory (cp.async),
-// at most 4 a row for four; the group's loads reading its rows' pieces in a row; every load issued before the PDL wait, no
-// tile loop; x read once per piece for the group's rows; for several scale groups, one thread per
-// row adds the row's unit terms (or int32 sums) in column order from shared memory. Its rules:
+// at most 4 a row for four; the group's loads reading its rows' pieces in a row; every load issued
+// before the PDL wait, no tile loop; x read once per piece for the group's rows; for several scale
+// groups, the group terms formed in shared memory (by the lanes for groups of 64, by the block's
+// threads for larger ones), and one thread per row adds them in column order. Its rules:
 //   - bt weights of depth 1 or 2 with their nibbles (PackedWeights::dense);
 //   - m = 1;
 //   - k % 64 == 0 and k <= 16384;
@@ -72,12 +73,17 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
 
 // Lanes per row and rows per lane group the launcher picks for n x k on a GPU of `sms` SMs, x int8
 // or (float_x) float: 32 lanes (16 for k <= 512); four rows where a lane then holds at most 4
-// pieces a row and (int8 x) the nibbles are at most 32 KB an SM, or (float x) blocks of two rows
-// would outnumber the SMs and the nibbles are at most 256 KB an SM (KB: 1024 bytes); else two
-// (every k the contract takes: a lane then holds at most 16 pieces a row). The measurements
-// behind them: kernels/gemv_oneshot.cuh, nib4_rows().
+// pieces a row and
+//   - int8 x: the nibbles are at most 32 KB an SM, or at most 48 KB an SM in a four-row grid of at
+//     most 2 blocks an SM (16 rows a block), or the two-row grid (8 rows a block) is more blocks
+//     than the device holds at once of the two-row kernel (two_row_resident; 0: not known) and the
+//     four-row grid at most four_row_resident (the launcher queries both);
+//   - float x: blocks of two rows would outnumber the SMs and the nibbles are at most 256 KB an SM
+// (KB: 1024 bytes); else two (every k the contract takes: a lane then holds at most 16 pieces a
+// row). The measurements behind them: kernels/gemv_oneshot.cuh, nib4_rows().
 int bt_nib4_oneshot_lanes(int64_t k);
-int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms);
+int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms, int64_t two_row_resident = 0,
+                         int64_t four_row_resident = 0);
 // Whether the launcher's blocks (its lanes and rows) let the next PDL-launched kernel start after
 // their products rather than before their wait, on `sms` SMs (kernels/gemv_oneshot.cuh,
 // late_launch(): grids of at most 3 blocks an SM, from float x or with at most 4 pieces a lane).

@@ -30,8 +30,10 @@ int bt_nib4_oneshot_lanes(int64_t k) {
     return oneshot::nib4_lanes(k);
 }
 
-int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms) {
-    return oneshot::nib4_rows(n, k, oneshot::nib4_lanes(k), float_x, sms);
+int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms, int64_t two_row_resident,
+                         int64_t four_row_resident) {
+    return oneshot::nib4_rows(n, k, oneshot::nib4_lanes(k), float_x, sms, two_row_resident,
+                              four_row_resident);
 }
 
 bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms) {

@@ -20,15 +20,17 @@
 // products), decodes and multiplies with dp4a, and then:
 //   - one scale group: the group's lanes add their int32 sums with shuffles (exact in any order);
 //   - several groups: a unit's sum is its P pieces' (adjacent lanes, a shuffle); the lane holding
-//     a unit's first piece writes its int32 sum to shared memory, and after a barrier thread t of
-//     the block adds up row t's entries in column order, the groups' terms w_scale[g] *
-//     float(sum) in increasing g: kernels/product.h's epilogue, bit for bit. A chain of additions
-//     per row, run by the rows of a block side by side; the first version passed every term to
-//     the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x 14336 17.98
-//     us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
+//     a unit's first piece writes its int32 sum to shared memory, or, for groups of one unit, its
+//     term w_scale[u] * float(sum); for larger groups, after a barrier, the block's threads add up
+//     the groups' sums and form their terms side by side; after a barrier thread t of the block
+//     adds up row t's terms in increasing g: kernels/product.h's epilogue, bit for bit. A chain
+//     of additions per row, run by the rows of a block side by side; the first version passed every
+//     term to the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x
+//     14336 17.98 us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
 // Several groups: the scale of group g is requested early by the lane holding the first piece of
 // the group's last unit, into a register, or, in the 16-piece and staged kernels (kCopiesScales),
-// copied (cp.async) to the row's entries, where the finishing thread multiplies. One group: the
+// copied (cp.async) to the row's entries, where the finishing thread (groups of one unit) or the
+// block's threads (larger groups) multiply. One group: the
 // row's scale is loaded early into a register. Where the blocks an SM holds request many weights
 // (ahead()), a lane requests only its first D pieces early and each later one D ahead of its
 // products. From float x (kFloatX), every block first reduces x's
@@ -96,6 +98,10 @@ struct Args {
     int units;        // k / 64
     int pieces;       // units * Codec::kPieces
     int unit_groups;  // units per scale group
+    // Several groups of several units (Groups::kUnits): ceil(2^32 / unit_groups), so that
+    // u / unit_groups = __umulhi(u, unit_groups_magic), exact for u, unit_groups < 2^16 (the error
+    // term u * (magic * unit_groups - 2^32) / 2^32 stays below 1): no integer division per piece.
+    uint32_t unit_groups_magic;
     int groups;       // ceil(units / unit_groups)
     int stride;       // 32-bit words per row of the shared epilogue entries: 4 mod 8 (16-byte rows whose
                       // first words fall in different banks for 8 rows)
@@ -237,7 +243,11 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         const int p = sub + v * L, u = p / kP;
         if (p >= a.pieces || p % kP != 0) return -1;
         if constexpr (kG == Groups::kUnit) return u;
-        return (u + 1) % a.unit_groups == 0 || u + 1 == a.units ? u / a.unit_groups : -1;
+        // u ends its group where u + 1 falls in the next one, or is the row's last unit.
+        const int g = static_cast<int>(__umulhi(static_cast<unsigned>(u), a.unit_groups_magic));
+        const int g_next =
+            static_cast<int>(__umulhi(static_cast<unsigned>(u + 1), a.unit_groups_magic));
+        return g_next != g || u + 1 == a.units ? g : -1;
     };
     // Requests piece v of row r to registers (zeros past the rows and the row's pieces).
     auto request_row = [&](int v, int r) {
@@ -430,6 +440,37 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         if (kG == Groups::kUnit && !y_out) return;  // the same for the whole block: no barrier needed
         if (kCopy && y_out) detail::cp_async_wait_all();  // the scales this thread copied
         __syncthreads();
+        if constexpr (kG == Groups::kUnits) {
+            // The groups' int32 sums, by the whole block: thread t takes row t % kRows and its
+            // groups t / kRows, t / kRows + kThreads / kRows, ...; with y, group g's term
+            // w_scale[g] * float(sum) (epilogue_add's product) replaces its scale in the row's
+            // entries, which no other thread reads; without, the sums go out. The finishers then
+            // add terms only: a chain of additions from 16-byte loads, as for groups of one unit.
+            // One thread a row summing every group's units took 1.95-2.02x as long with groups of
+            // 128 and 1.15-1.32x with groups of 512 on the default shapes (H200, session 39).
+            constexpr int kGroupStep = kThreads / kRows;
+            const int r = t % kRows;
+            const int64_t j = block_row + r;
+            if (j < a.n) {
+                uint32_t* const row_entries = entries + r * a.stride;
+                for (int g = t / kRows; g < a.groups; g += kGroupStep) {
+                    const int u0 = g * a.unit_groups, u1 = min(u0 + a.unit_groups, a.units);
+                    int group_sum = 0;
+#pragma unroll 4
+                    for (int u = u0; u < u1; ++u)
+                        group_sum += static_cast<int>(row_entries[u]);
+                    if (y_out) {
+                        const float w = __uint_as_float(row_entries[a.scale_at + g]);
+                        row_entries[a.scale_at + g] =
+                            __float_as_uint(__fmul_rn(w, __int2float_rn(group_sum)));
+                    } else {
+                        a.out.acc[j * a.groups + g] = group_sum;
+                    }
+                }
+            }
+            if (!y_out) return;  // the same for the whole block
+            __syncthreads();
+        }
         if (!finisher) return;
         const uint32_t* e = entries + t * a.stride;
         const float* scale = reinterpret_cast<const float*>(e + a.scale_at);
@@ -454,18 +495,18 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
             for (; u < a.units; ++u) y = __fadd_rn(y, term(e[u], kCopy ? scale[u] : 0.0f));
             a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
         } else {
-            int32_t* acc = y_out ? nullptr : a.out.acc + fin_j * a.groups;
+            // The groups' terms in increasing g: epilogue_add's sum, four terms a load.
+            const float4* s4 = reinterpret_cast<const float4*>(scale);
             float y = 0.0f;
-            int u = 0;
-            for (int g = 0; g < a.groups; ++g) {
-                const int end = min(u + a.unit_groups, a.units);
-                int group_sum = 0;
+            int g = 0;
 #pragma unroll 4
-                for (; u < end; ++u) group_sum += static_cast<int>(e[u]);
-                if (acc != nullptr) acc[g] = group_sum;
-                else y = detail::epilogue_add(y, scale[g], group_sum);
+            for (; g + 4 <= a.groups; g += 4) {
+                const float4 q = s4[g / 4];
+                y = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(y, q.x), q.y), q.z), q.w);
             }
-            if (y_out) a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
+            for (; g < a.groups; ++g)
+                y = __fadd_rn(y, scale[g]);
+            a.out.y[fin_j] = __fadd_rn(__fmul_rn(y, sx), bias[0]);
         }
     }
 }
@@ -607,11 +648,19 @@ inline int nib4_lanes(int64_t k) {
 // blocks an SM).
 constexpr int64_t kFourRowsBytes = 32 * 1024;
 constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
+// Int8 x: four rows also up to this many bytes an SM where the four-row grid is at most
+// kFourRowsMaxBlocksPerSm blocks an SM.
+constexpr int64_t kFourRowsFewBlocksBytes = 48 * 1024;
+constexpr int64_t kFourRowsMaxBlocksPerSm = 2;
 
 // Rows a lane group for n x k over `lanes` lanes on `sms` SMs, x int8 or (float_x) float: four
 // where a lane then holds at most 4 pieces a row and
 //   - int8 x: the nibbles are at most kFourRowsBytes an SM: x read once for four rows, and half
-//     the blocks' barriers and chains, while the SMs' memory systems are not yet crowded;
+//     the blocks' barriers and chains, while the SMs' memory systems are not yet crowded; or at
+//     most kFourRowsFewBlocksBytes an SM in a four-row grid of at most kFourRowsMaxBlocksPerSm
+//     blocks an SM; or the two-row grid is more blocks than the device holds at once
+//     (two_row_resident, blocks of the two-row kernel; 0: not known) and the four-row grid is not
+//     (four_row_resident): one wave instead of two;
 //   - float x: blocks of two rows would outnumber the SMs, and the nibbles are at most
 //     kFourRowsFloatBytes an SM: every block quantizes x itself, and four rows halve those passes;
 // else two (a lane then holds at most 8 pieces a row in registers and 8 more in shared memory:
@@ -624,14 +673,35 @@ constexpr int64_t kFourRowsFloatBytes = 256 * 1024;
 // 4.57-4.58, 3072 x 768 (8 warps) 2.79-2.81 / 2.66, 4096 x 4096 7.13-7.15 / 6.56-6.57, 6912 x 2560
 // 6.32-6.34 / 6.06, 14336 x 4096 14.39-14.45 / 14.27-14.35; with fewer two-row blocks than SMs,
 // 768 x 3072 4.36-4.38 / 4.44-4.45, 1024 x 1024 2.71-2.73 / 2.75, 768 x 768 2.42-2.44 /
-// 2.42-2.43; past the register file, 128256 x 4096 (1943 KB) 104.70 / 111.84.
-inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms) {
+// 2.42-2.43; past the register file, 128256 x 4096 (1943 KB) 104.70 / 111.84. On the H200
+// (session 39, int8 x, two rows / four rows, two calls; four-row blocks an SM, of 132): up to 48 KB
+// in at most 2 blocks an SM, 3072 x 3072 (34.9 KB, 1.5) 3.16 / 2.63-2.64, 3072 x 4096 (46.5 KB,
+// 1.5) 3.72 / 2.98-3.00, 4096 x 3072 (46.5 KB, 1.9) 3.10-3.11 / 2.81-2.83, 4096 x 2560 (38.8 KB,
+// 1.9) 2.93-2.95 / 2.77-2.78; past them 4096 x 4096 (62.1 KB, 1.9) 3.62-3.66 / 3.71-3.73 (3.54-3.57
+// / 3.10-3.12 on another machine), 6144 x 2048 (46.5 KB, 2.9) 2.86-2.87 / 3.08-3.09, 5120 x 4096
+// (77.6 KB, 2.4) 3.98-4.00 / 5.65-5.66, 6144 x 4096 4.99-5.01 / 5.76-5.80, 6144 x 3072 3.84 / 4.14,
+// 6912 x 2560 3.94 / 4.12; two-row grids past one wave (7 blocks an SM of 72 registers, 8 of 64 for
+// 2 pieces) where the four-row grid fits one (4 blocks of 128 registers, 7 of 72): 8192 x 4096
+// 7.47-7.48 / 5.90, 8192 x 3072 6.62-6.65 / 5.11, 12288 x 2048 5.39-5.40 / 4.41-4.42; neither,
+// 14336 x 4096 9.47-9.48 / 11.11-11.12; the two-row grid in one wave, 8192 x 2048 3.58 / 3.16-3.30.
+inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms,
+                     int64_t two_row_resident = 0, int64_t four_row_resident = 0) {
     const int64_t v = formats::ceil_div(k / (kUnitCols / 2), int64_t{lanes});
     if (v <= kMaxPiecesPerLane / 4) {
         const int64_t two_row_blocks = formats::ceil_div(n, block_rows(float_x, k, lanes, 2));
+        const int64_t four_row_blocks = formats::ceil_div(n, block_rows(float_x, k, lanes, 4));
         const int64_t bytes = n * (k / 2);
-        if (float_x ? two_row_blocks > sms && bytes <= kFourRowsFloatBytes * sms : bytes <= kFourRowsBytes * sms)
-            return 4;
+        if (float_x) {
+            if (two_row_blocks > sms && bytes <= kFourRowsFloatBytes * sms) return 4;
+        } else {
+            if (bytes <= kFourRowsBytes * sms) return 4;
+            if (bytes <= kFourRowsFewBlocksBytes * sms &&
+                four_row_blocks <= kFourRowsMaxBlocksPerSm * sms)
+                return 4;
+            if (two_row_resident > 0 && two_row_blocks > two_row_resident &&
+                four_row_blocks <= four_row_resident)
+                return 4;
+        }
     }
     return v <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
 }
@@ -689,9 +759,39 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
     int sms = 0;  // queried after the checks unless the rows rule needs it
     if (rows == 0 && kTern2) rows = 1;
-    if (rows == 0) rows = nib4_rows(n, k, lanes_per_row, kFloatX, sms = gemv::sm_count());
     const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
     const int warps = block_warps(kFloatX, k);
+    // The epilogue's entries a row (int32 words): the units' sums, then (y) the groups' scales from
+    // a 16-byte boundary.
+    const bool scales = kG != Groups::kOne && out.y != nullptr;
+    const int64_t unit_groups = kG == Groups::kOne ? units : group / kUnitCols;
+    const int64_t scale_at = formats::ceil_div(units, int64_t{4}) * 4;
+    const int stride = static_cast<int>(
+        formats::ceil_div(scales ? scale_at + formats::ceil_div(units, unit_groups) : units,
+                          int64_t{8}) *
+            8 +
+        4);
+    // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a
+    // lane).
+    const auto smem_of = [&](int r) {
+        const int staged = r == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
+        return (kFloatX ? k : 0) +
+               (kG != Groups::kOne ? block_rows(kFloatX, k, lanes_per_row, r) * stride * 4 : 0) +
+               int64_t{staged} * r * warps * kWarp * 16;
+    };
+    if (rows == 0) {
+        sms = gemv::sm_count();
+        rows = nib4_rows(n, k, lanes_per_row, kFloatX, sms);
+        if (!kFloatX && rows == 2 && v <= kMaxPiecesPerLane / 4) {
+            // The residency branch: the blocks the device holds of the two- and four-row kernels.
+            Kernel two = pick<Codec, kFloatX, kG>(lanes_per_row, 2, v, warps, 0);
+            Kernel four = pick<Codec, kFloatX, kG>(lanes_per_row, 4, v, warps, 0);
+            if (two != nullptr && four != nullptr)
+                rows = nib4_rows(n, k, lanes_per_row, kFloatX, sms,
+                                 gemv::resident_blocks(who, two, warps, smem_of(2)),
+                                 gemv::resident_blocks(who, four, warps, smem_of(4)));
+        }
+    }
     // pick() has no kernel for other lane counts or rows, nor for more than kMaxPiecesPerLane
     // pieces a lane (tern2: kMaxUnitsPerLane).
     Kernel kern = pick<Codec, kFloatX, kG>(lanes_per_row, rows, v, warps, 0);
@@ -705,22 +805,21 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
     a.n = n;
     a.units = static_cast<int>(units);
     a.pieces = static_cast<int>(pieces);
-    a.unit_groups = kG == Groups::kOne ? static_cast<int>(units) : static_cast<int>(group / kUnitCols);
-    a.groups = static_cast<int>(formats::ceil_div(units, int64_t{a.unit_groups}));
-    // Several groups: the units' int32 sums, then (y) the groups' scales from a 16-byte boundary.
-    const bool scales = kG != Groups::kOne && out.y != nullptr;
-    a.scale_at = static_cast<int>(formats::ceil_div(int64_t{a.units}, int64_t{4})) * 4;
-    a.stride = static_cast<int>(formats::ceil_div(scales ? int64_t{a.scale_at} + a.groups : int64_t{a.units},
-                                                  int64_t{8})) * 8 + 4;
+    a.unit_groups = static_cast<int>(unit_groups);
+    // unit_groups >= 2 for kUnits (groups of one unit are kUnit); units <= 256 (k <= 16384).
+    a.unit_groups_magic =
+        kG == Groups::kUnits
+            ? static_cast<uint32_t>(((uint64_t{1} << 32) + unit_groups - 1) / unit_groups)
+            : 0;
+    a.groups = static_cast<int>(formats::ceil_div(units, unit_groups));
+    a.scale_at = static_cast<int>(scale_at);
+    a.stride = stride;
     a.prefetch = prefetch;
     a.out = out;
     const int64_t rows_per_block = block_rows(kFloatX, k, lanes_per_row, rows);
     const dim3 grid(static_cast<unsigned>(formats::ceil_div(n, rows_per_block)));
     a.late = late_launch(kTern2, kFloatX, n, k, lanes_per_row, rows, sms);
-    // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a lane).
-    const int staged = rows == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
-    const int64_t smem = (kFloatX ? k : 0) + (kG != Groups::kOne ? rows_per_block * a.stride * 4 : 0) +
-                         int64_t{staged} * rows * warps * kWarp * 16;
+    const int64_t smem = smem_of(rows);
     int d = ahead_pieces;
     bool allowed = false;  // gemv::allow_smem done for kern
     if (d < 0 && kAheads) {

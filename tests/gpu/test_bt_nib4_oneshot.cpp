@@ -242,8 +242,31 @@ TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     EXPECT_EQ(bt_nib4_oneshot_rows(3072, 768, false, kSms), 4);    // 1 piece a lane and row
     EXPECT_EQ(bt_nib4_oneshot_rows(2560, 2560, false, kSms), 4);   // 3 pieces, 3200 KB
     EXPECT_EQ(bt_nib4_oneshot_rows(2112, 4096, false, kSms), 4);   // 4 pieces, 4224 KB
-    EXPECT_EQ(bt_nib4_oneshot_rows(2113, 4096, false, kSms), 2);   // 2 KB more
+    EXPECT_EQ(bt_nib4_oneshot_rows(2113, 4096, false, kSms),
+              4);  // 2 KB more, in 133 blocks of 16 rows
     EXPECT_EQ(bt_nib4_oneshot_rows(4096, 4096, false, 2 * kSms), 4);
+    // Up to 48 KB an SM (6336 KB here) in at most 2 blocks of 16 rows an SM (264 blocks).
+    EXPECT_EQ(bt_nib4_oneshot_rows(3072, 4096, false, kSms), 4);  // 6144 KB, 192 blocks
+    EXPECT_EQ(bt_nib4_oneshot_rows(4096, 3072, false, kSms), 4);  // 6144 KB, 256 blocks
+    EXPECT_EQ(bt_nib4_oneshot_rows(3168, 4096, false, kSms), 4);  // 6336 KB
+    EXPECT_EQ(bt_nib4_oneshot_rows(3169, 4096, false, kSms), 2);  // 2 KB more
+    EXPECT_EQ(bt_nib4_oneshot_rows(4224, 3072, false, kSms), 4);  // 6336 KB, 264 blocks
+    EXPECT_EQ(bt_nib4_oneshot_rows(4240, 2048, false, kSms), 2);  // 4240 KB in 265 blocks
+    EXPECT_EQ(bt_nib4_oneshot_rows(4096, 4096, false, kSms), 2);  // 8192 KB
+    EXPECT_EQ(bt_nib4_oneshot_rows(6144, 2048, false, kSms), 2);  // 6144 KB in 384 blocks
+    // The two-row grid past the blocks the device holds at once, the four-row grid within them.
+    EXPECT_EQ(bt_nib4_oneshot_rows(8192, 4096, false, kSms), 2);  // residency not known
+    EXPECT_EQ(bt_nib4_oneshot_rows(8192, 4096, false, kSms, 7 * kSms, 4 * kSms),
+              4);  // 1024 > 924, 512 <= 528
+    EXPECT_EQ(bt_nib4_oneshot_rows(7392, 4096, false, kSms, 7 * kSms, 4 * kSms),
+              2);  // 924 blocks of 8 rows
+    EXPECT_EQ(bt_nib4_oneshot_rows(7400, 4096, false, kSms, 7 * kSms, 4 * kSms), 4);   // 925
+    EXPECT_EQ(bt_nib4_oneshot_rows(14336, 4096, false, kSms, 7 * kSms, 4 * kSms), 2);  // 896 > 528
+    EXPECT_EQ(bt_nib4_oneshot_rows(12288, 2048, false, kSms, 8 * kSms, 7 * kSms),
+              4);  // 1536 > 1056, 768 <= 924
+    EXPECT_EQ(bt_nib4_oneshot_rows(8192, 2048, false, kSms, 8 * kSms, 7 * kSms),
+              2);                                                             // 1024 <= 1056
+    EXPECT_EQ(bt_nib4_oneshot_rows(8192, 4160, false, kSms, 1, 1000000), 2);  // 5 pieces
     EXPECT_EQ(bt_nib4_oneshot_rows(64, 4160, false, kSms), 2);     // 5 pieces
     EXPECT_EQ(bt_nib4_oneshot_rows(6912, 2560, false, kSms), 2);
     EXPECT_EQ(bt_nib4_oneshot_rows(768, 8192, false, kSms), 2);    // 8 pieces a lane and row

@@ -674,9 +674,8 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& ou
         << "); a sample is gated CUDA events "
         << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
         << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
-        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups); bt "
-           "scale "
-        << "groups of min(" << o.bt_group << ", k) columns\n"
+        << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups); "
+        << "bt scale groups of min(" << o.bt_group << ", k) columns\n"
         << std::flush;
 
     // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.

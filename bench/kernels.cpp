@@ -95,6 +95,7 @@ struct PackedSet {
     kn::Format format = kn::Format::kTern2;
     int64_t n = 0, k = 0, group = 0, groups = 0;
     int64_t off_b = -1, off_scale = 0, off_dense = -1;
+    int64_t off_scale_half = -1;  // the scales' fp16 copy (bt with fp16 scales), or -1
     double weight_bytes = 0, scale_bytes = 0;
     double dense_bytes = 0;  // tern24: the tern2 copy its dense path reads; bt: the nibbles
     Ring ring;
@@ -111,6 +112,11 @@ struct PackedSet {
     }
     const float* w_scale(int64_t copy) const {
         return reinterpret_cast<const float*>(ring.at(copy) + off_scale);
+    }
+    const uint16_t* w_scale_half(int64_t copy) const {
+        return off_scale_half >= 0
+                   ? reinterpret_cast<const uint16_t*>(ring.at(copy) + off_scale_half)
+                   : nullptr;
     }
 };
 
@@ -202,9 +208,9 @@ kn::Format kernel_format(ex::WeightFormat f) {
     TRIT_FAIL("bench kernels: float is not a packed format");
 }
 
-// bt_group: bt's scale group along k (KernelBenchOptions::bt_group).
-PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_group, int64_t l2,
-                          Rng& rng) {
+// bt_group, bt_half_scales: bt's scale group along k and scale type (KernelBenchOptions).
+PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_group,
+                          bool bt_half_scales, int64_t l2, Rng& rng) {
     PackedSet s;
     s.id = id;
     s.format = kernel_format(id.kind);
@@ -214,8 +220,14 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_grou
     const std::vector<int8_t> codes = random_codes(id, n, k, rng);
     const ex::Arrays arrays = ex::pack_codes(id, codes.data(), n, k);
     std::vector<float> scales(static_cast<size_t>(n * s.groups));
-    for (float& v : scales)
+    const bool half_scales = id.kind == ex::WeightFormat::kBt && bt_half_scales;
+    std::vector<uint16_t> halves;
+    for (float& v : scales) {
         v = rng.uniform(0.005f, 0.02f);
+        if (!half_scales) continue;
+        halves.push_back(f32_to_f16_bits(v));
+        v = f16_bits_to_f32(halves.back());
+    }
     std::vector<uint8_t> image;
     for (size_t i = 0; i < arrays.size(); ++i) {
         const int64_t off = append(image, arrays[i].data(), arrays[i].size());
@@ -235,6 +247,8 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_grou
     }
     s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
     s.scale_bytes = static_cast<double>(scales.size() * sizeof(float));
+    if (half_scales)
+        s.off_scale_half = append(image, halves.data(), halves.size() * sizeof(uint16_t));
     s.ring = make_ring(image, l2);
     return s;
 }
@@ -330,7 +344,7 @@ class ShapeBench {
                 b1_sets_.emplace_back(f, make_b1_set(f.name, n, k, gpu_.l2(), rng_));
             else
                 sets_.emplace_back(f, make_packed_set(ex::parse_format(f.name), n, k, o_.bt_group,
-                                                      gpu_.l2(), rng_));
+                                                      o_.bt_half_scales, gpu_.l2(), rng_));
         }
         for (int64_t m : o_.ms)
             run_m(m);
@@ -477,7 +491,13 @@ class ShapeBench {
         const bool nib4_forced = nib4_geometry_path(path_arg, &geometry);
         const bool dense = (w.format == kn::Format::kTern24 && taken == kn::ProductPath::kGemm) ||
                            bt_kernel == "nib4" || bt_kernel == "oneshot" || nib4_forced;
-        r.bytes = (dense ? w.dense_bytes : w.weight_bytes) + w.scale_bytes + dm * dk + 4 * dm + 4 * dm * dn;
+        // With fp16 scales given (ProductOut::w_scale_half) and groups of 64 the one-shot nibble
+        // GEMV's register-scale kernels read the halves, its copied-scale ones the floats: counted
+        // as halves, so that GB/s never overstates (by up to 1/18 under for the copied-scale ones).
+        const bool halves =
+            w.off_scale_half >= 0 && w.group == 64 && (bt_kernel == "oneshot" || nib4_forced);
+        r.bytes = (dense ? w.dense_bytes : w.weight_bytes) +
+                  (halves ? w.scale_bytes / 2 : w.scale_bytes) + dm * dk + 4 * dm + 4 * dm * dn;
         // With the quantizer: float x read; q and its scales written and read again, unless one
         // kernel fuses both (then the int8 x and its scales never leave the SM).
         const bool fused = with_act && kn::product_from_float_fuses(
@@ -556,6 +576,7 @@ class ShapeBench {
             kn::ProductOut out;
             out.y = in.y_f32->as<float>();
             out.w_scale = w.w_scale(i);
+            out.w_scale_half = w.w_scale_half(i);
             out.w_scale_rows = w.n;
             if (with_act) {  // as the GPU runtime runs a layer: fused where a kernel takes it
                 kn::product_from_float(w.weights(i), reinterpret_cast<const float*>(x_f32_.at(i)), m, w.group,
@@ -675,7 +696,8 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& o, std::ostream& ou
         << "around B back-to-back calls (B <= " << kMaxBatch << ", ~" << kSampleTargetUs
         << " us a sample); weights rotated over ceil(2 x L2 / bytes) + 1 copies; times are us per "
         << "call; path* = forced by --paths; b1 rows: path = the GEMM's tile (+kg4: k groups); "
-        << "bt scale groups of min(" << o.bt_group << ", k) columns\n"
+        << "bt scale groups of min(" << o.bt_group << ", k) columns, "
+        << (o.bt_half_scales ? "fp16" : "fp32") << " scales\n"
         << std::flush;
 
     // Device-to-device copy bandwidth: the ceiling the weight-streaming kernels are held against.

@@ -53,6 +53,7 @@ struct KernelBenchArgs {
     std::string shapes, ms, formats, paths;  // "" = default
     int64_t reps = 100, warmup = 10;
     int64_t bt_group = 64;  // --bt-group
+    std::string bt_scales = "f16";  // --bt-scales
     bool reps_given = false, warmup_given = false;
     bool quick = false;
 };
@@ -74,6 +75,10 @@ struct KernelBenchOptions {
     // bt formats' scale group along k: a positive multiple of 64 (the container's default 64);
     // min(bt_group, k) columns a group, so any group >= k is one group a row.
     int64_t bt_group = 64;
+    // bt formats' weight scales (--bt-scales): fp16 values, given to the kernels as floats and as
+    // their fp16 copy (ProductOut::w_scale_half), as the GPU runtime gives a container's fp16
+    // scales (the default for bt); or (false) fp32 values, floats only.
+    bool bt_half_scales = true;
 };
 
 // The defaults: BitNet-2B, Llama-8B and BWTA projection shapes; m = 1, 16, 64, 256, 2048; tern2,

@@ -216,6 +216,10 @@ KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& a) {
                "--bt-group: expected a positive multiple of 64 (columns a bt scale group), got ",
                a.bt_group);
     o.bt_group = a.bt_group;
+    TRIT_CHECK(a.bt_scales == "f16" || a.bt_scales == "f32",
+               "--bt-scales: expected f16 or f32 (the bt weight scales' type), got '", a.bt_scales,
+               "'");
+    o.bt_half_scales = a.bt_scales == "f16";
     return o;
 }
 

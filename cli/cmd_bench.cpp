@@ -55,6 +55,10 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
                   "bt formats' scale group along k, columns: a positive multiple of 64; a group "
                   ">= k is one group a row")
         ->capture_default_str();
+    k->add_option("--bt-scales", a->bt_scales,
+                  "bt formats' weight scales: f16 (fp16 values, as a container stores bt's by "
+                  "default; the kernels that read halves get the fp16 copy) or f32 (fp32 values)")
+        ->capture_default_str();
     k->add_flag("--quick", a->quick,
                 "Short run: 20 samples, 3 warm-up calls, m = 1,64,128,2048 (unless given)");
     k->add_option("--csv", *csv, "Also write the rows as CSV to this file");

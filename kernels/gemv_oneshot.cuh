@@ -28,16 +28,18 @@
 //     term to the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x
 //     14336 17.98 us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
 // Several groups: the scale of group g is requested early by the lane holding the first piece of
-// the group's last unit, into a register, or, in the 16-piece and staged kernels (kCopiesScales),
-// copied (cp.async) to the row's entries, where the finishing thread (groups of one unit) or the
-// block's threads (larger groups) multiply. One group: the
-// row's scale is loaded early into a register. Where the blocks an SM holds request many weights
+// the group's last unit, into a register (groups of one unit: from the scales' fp16 copy where
+// ProductOut::w_scale_half is given, half the bytes), or, in the 16-piece and staged kernels
+// (kCopiesScales), copied (cp.async) to the row's entries, where the finishing thread (groups of
+// one unit) or the block's threads (larger groups) multiply. One group: the row's scale is loaded
+// early into a register. Where the blocks an SM holds request many weights
 // (ahead()), a lane requests only its first D pieces early and each later one D ahead of its
 // products. From float x (kFloatX), every block first reduces x's
 // absmax and writes its int8 codes to shared memory with act_int8_quantize's arithmetic
 // (act_int8.cuh), and uses that scale in the epilogue.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -206,6 +208,21 @@ constexpr int64_t kAheadBytes = 96 * 1024;
 template <int V, int R, int S, bool kFloatX>
 constexpr bool kCopiesScales = S > 0 || (!kFloatX && R == 4 && V * R >= kMaxPiecesPerLane);
 
+// An fp16 scale (ProductOut::w_scale_half) as the float it equals.
+__device__ __forceinline__ float half_bits_to_float(uint32_t bits) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+}
+
+// An fp16 scale's bits, zero-extended in a 32-bit register by the load itself: no instruction
+// waits for it until the epilogue converts it. (Converting at the load stalled every thread on its
+// scales, requested after its weights, before pdl_launch_dependents(): the next kernel launched at
+// the end of this one, e.g. bt2 4096 x 4096 3.69 -> 4.59 us, 768 x 768 1.58 -> 2.27 on the H200.)
+__device__ __forceinline__ uint32_t load_half_bits(const uint16_t* p) {
+    uint32_t bits;
+    asm volatile("ld.global.nc.u16 %0, [%1];" : "=r"(bits) : "l"(p));
+    return bits;
+}
+
 template <class Codec, int L, int V, int R, int S, int D, bool kFloatX, Groups kG, int W>
 __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) kernel(const Args a) {
     // kFloatX: the k int8 codes of x (k bytes, a multiple of 64); then, for several groups, the
@@ -227,6 +244,13 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     const int64_t block_row = int64_t{blockIdx.x} * kRows;
     const int64_t row_bytes = int64_t{a.pieces} * 16;
     const bool y_out = a.out.y != nullptr;
+    // Groups of one unit with fp16 scales given (ProductOut::w_scale_half), in the kernels that
+    // load the scales to registers: read as halves, half the bytes. The kernels that copy them
+    // (kCopiesScales) read the floats: with halves they measured 1.1-4.9 us slower a call on the
+    // H200 (bt2 2560 x 2560 2.58 -> 4.05 us, 4096 x 14336 11.97 -> 16.85), and with the halves'
+    // code compiled in but unused 0.2-0.9 us slower than without it (2.34 -> 2.58, 11.09 -> 11.97;
+    // session 40, cause not found).
+    const bool half_scales = kG == Groups::kUnit && !kCopy && a.out.w_scale_half != nullptr;
     // Several groups: thread t < kRows finishes the block's row t.
     const int64_t fin_j = block_row + t;
     const bool finisher = kGroups && t < kRows && fin_j < a.n;
@@ -234,7 +258,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     uint4* const staged = reinterpret_cast<uint4*>(entries + (kGroups ? kRows * a.stride : 0));
 
     uint4 wv[R][V];
-    // One group: the row's scale; several (not kCopy): the scale of the group a piece's unit ends.
+    // One group: the row's scale; several (not kCopy): the scale of the group a piece's unit ends
+    // (with half_scales its fp16 bits, converted where the term is formed).
     float ws[R][kGroups && !kCopy ? V : 1] = {};
     float bias[kGroups ? 1 : R] = {};  // the bias of the lane group's rows, or of the finisher's row
     // The group whose scale a piece's lane requests (the piece is the first of its unit, which ends
@@ -312,6 +337,14 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
             for (int r = 0; r < R; ++r) {
                 const int64_t j = block_row + local0 + r;
                 if (j >= a.n) continue;
+                if (half_scales) {
+                    const uint16_t* wsh =
+                        a.out.w_scale_half + (a.out.w_scale_rows == 1 ? 0 : j * a.groups);
+#pragma unroll
+                    for (int v = 0; v < V; ++v)
+                        ws[r][v] = g[v] >= 0 ? __uint_as_float(load_half_bits(wsh + g[v])) : 0.0f;
+                    continue;
+                }
                 const float* wsr = detail::epilogue_w_scale(a.out, j, a.groups);
 #pragma unroll
                 for (int v = 0; v < V; ++v) ws[r][v] = g[v] >= 0 ? __ldg(wsr + g[v]) : 0.0f;
@@ -430,7 +463,10 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                     if (j < a.n) a.out.acc[j * a.groups + u] = sum[r][v];  // a unit is a group: no finisher
                 } else if (kG == Groups::kUnit && !kCopy) {
                     // The unit's term w_scale[u] * float(sum) (ws[r][v]: kCopy is false, so v < V).
-                    row_entries[u] = __float_as_uint(__fmul_rn(ws[r][v < V ? v : 0], __int2float_rn(sum[r][v])));
+                    const float w = ws[r][v < V ? v : 0];
+                    row_entries[u] = __float_as_uint(
+                        __fmul_rn(half_scales ? half_bits_to_float(__float_as_uint(w)) : w,
+                                  __int2float_rn(sum[r][v])));
                 } else {
                     row_entries[u] = static_cast<uint32_t>(sum[r][v]);
                     if (g >= 0) row_entries[a.scale_at + g] = __float_as_uint(ws[r][v < V ? v : 0]);

@@ -163,6 +163,9 @@ void check_product(const char* who, const PackedWeights& w, const int8_t* x, int
                        limit);
     TRIT_PRODUCT_CHECK((out.acc != nullptr) != (out.y != nullptr),
                        "exactly one output: acc (int32 accumulators) or y (fused epilogue)");
+    TRIT_PRODUCT_CHECK(out.w_scale_half == nullptr || out.y != nullptr,
+                       "w_scale_half (fp16 weight scales) is read by the fused epilogue only: set "
+                       "y or leave it null");
     if (out.y != nullptr) {
         TRIT_PRODUCT_CHECK(out.w_scale != nullptr && out.x_scale != nullptr,
                            "the fused epilogue needs w_scale and x_scale");

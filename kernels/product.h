@@ -62,6 +62,12 @@ struct ProductOut {
     const float* x_scale = nullptr;  // (x_scale_rows), y only
     int64_t x_scale_rows = 1;        // 1 or m
     const float* bias = nullptr;     // (n) or null, y only
+    // Optional, y only: w_scale's values as IEEE fp16 bit patterns, the same layout, each equal to
+    // its w_scale entry exactly (scales stored as fp16, as the container keeps bt's by default).
+    // A kernel that reads scales as halves (the one-shot GEMVs' kernels that hold groups of 64's
+    // scales in registers, kernels/gemv_oneshot.cuh) takes them from here, half the bytes; the
+    // others read w_scale. The results are the same either way.
+    const uint16_t* w_scale_half = nullptr;
 };
 
 // Which kernel runs a product. kAuto follows the dispatch table of product() (kernels/product.cu);

@@ -12,6 +12,7 @@
 #include "core/quant_linear.h"
 #include "exporters/formats/tbits.h"
 #include "exporters/formats/tern2.h"
+#include "exporters/half.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
 #include "kernels/bt_nib4.h"
@@ -35,6 +36,8 @@ struct CudaModel::Layer {
     torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
     torch::Tensor a, b;             // packed arrays, uint8 (out, row_bytes)
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
+    torch::Tensor
+        w_scale_half;  // the same as fp16 bits, int16 (file with fp16 scales), or undefined
     torch::Tensor dense;            // PackedWeights::dense: tern24's codes as tern2, bt's (d <= 2) as nibbles
     torch::Tensor bias;             // float32 (out) or undefined
     torch::Tensor weight;           // float layers: (out, in); packed float-activation layers: codes as float
@@ -97,6 +100,14 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
         l->group = p.spec.granularity == ScaleGranularity::kGroup ? p.spec.group_size : p.in;
         l->groups = p.scale_cols;
         l->w_scale = upload_floats(p.scale, {p.scale_rows, p.scale_cols}, device_);
+        if (p.spec.fp16_scales) {  // the file's fp16 values, exactly: ProductOut::w_scale_half
+            std::vector<int16_t> halves(p.scale.size());
+            for (size_t e = 0; e < halves.size(); ++e)
+                halves[e] = static_cast<int16_t>(f32_to_f16_bits(p.scale[e]));
+            l->w_scale_half =
+                torch::from_blob(halves.data(), {p.scale_rows, p.scale_cols}, torch::kInt16)
+                    .to(device_);
+        }
         if (l->int8_act || l->level_act) {
             l->a = upload_bytes(p.packed[0], p.out, device_);
             if (p.packed.size() > 1) l->b = upload_bytes(p.packed[1], p.out, device_);
@@ -216,6 +227,8 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
     out.y = y.data_ptr<float>();
     out.w_scale = l.w_scale.data_ptr<float>();
     out.w_scale_rows = l.w_scale.size(0);
+    if (l.w_scale_half.defined())
+        out.w_scale_half = reinterpret_cast<const uint16_t*>(l.w_scale_half.data_ptr<int16_t>());
     out.bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
     product_from_float(l.w, xc.data_ptr<float>(), m, l.group, out, q.data_ptr<int8_t>(), sx.data_ptr<float>(),
                        current_stream(device_));

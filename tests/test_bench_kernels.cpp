@@ -179,6 +179,14 @@ TEST(BenchKernelsOptions, DefaultsQuickAndCounts) {
                 HasSubstr("--bt-group: expected"));
     a.bt_group = 4096;
     EXPECT_EQ(bench::resolve_kernel_bench_args(a).bt_group, 4096);
+    EXPECT_TRUE(bench::resolve_kernel_bench_args(a).bt_half_scales);  // f16, the default
+    a.bt_scales = "f32";
+    EXPECT_FALSE(bench::resolve_kernel_bench_args(a).bt_half_scales);
+    a.bt_scales = "fp16";
+    EXPECT_THAT(
+        error_of([&] { bench::resolve_kernel_bench_args(a); }),
+        HasSubstr("--bt-scales: expected f16 or f32 (the bt weight scales' type), got 'fp16'"));
+    a.bt_scales = "f16";
     a.warmup = 0, a.shapes = "12x";
     EXPECT_THAT(error_of([&] { bench::resolve_kernel_bench_args(a); }),
                 HasSubstr("--shapes: expected NxK"));

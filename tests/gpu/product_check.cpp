@@ -15,6 +15,7 @@
 #include "exporters/format_table.h"
 #include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
+#include "exporters/half.h"
 #include "kernels/bt_nib4.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -121,7 +122,13 @@ void check_case(const ProductCase& c, Run run) {
     exporters::gemm_int8(fid, packed, c.n, c.k, x.data(), c.m, c.group, want.data());
 
     const int64_t ws_rows = c.per_tensor_scale ? 1 : c.n;
-    const std::vector<float> ws = random_floats(static_cast<size_t>(ws_rows * G), 1e-3f, 2e-2f, c.seed * 7 + 6);
+    std::vector<float> ws =
+        random_floats(static_cast<size_t>(ws_rows * G), 1e-3f, 2e-2f, c.seed * 7 + 6);
+    std::vector<uint16_t> ws_half(c.half_scales ? ws.size() : 0);
+    for (size_t e = 0; e < ws_half.size(); ++e) {
+        ws_half[e] = f32_to_f16_bits(ws[e]);
+        ws[e] = f16_bits_to_f32(ws_half[e]);
+    }
     const std::vector<float> xs = random_floats(static_cast<size_t>(c.m), 1e-3f, 5e-2f, c.seed * 7 + 7);
     const std::vector<float> bias = random_floats(static_cast<size_t>(c.n), -1.0f, 1.0f, c.seed * 7 + 8);
     // The CPU runtime's epilogue (exporters/runtime_cpu.cpp), compiled without FP contraction.
@@ -154,6 +161,9 @@ void check_case(const ProductCase& c, Run run) {
         return out;
     };
     DeviceBuffer<float> d_ws(shifted(ws)), d_xs(xs), d_bias(shifted(bias)), d_y(want_y.size() + off);
+    std::vector<uint16_t> half_front(off, 0);
+    half_front.insert(half_front.end(), ws_half.begin(), ws_half.end());
+    DeviceBuffer<uint16_t> d_ws_half(half_front);
     d_acc.poison();
     d_y.poison();
 
@@ -179,6 +189,7 @@ void check_case(const ProductCase& c, Run run) {
     y_out.y = d_y.get() + off;
     y_out.w_scale = d_ws.get() + off;
     y_out.w_scale_rows = ws_rows;
+    y_out.w_scale_half = c.half_scales ? d_ws_half.get() + off : nullptr;
     y_out.x_scale = d_xs.get();
     y_out.x_scale_rows = c.m;
     y_out.bias = c.bias ? d_bias.get() + off : nullptr;
@@ -255,6 +266,14 @@ std::vector<float> reference_y_from_float(const FromFloatCase& c) {
     return y;
 }
 
+void use_half_scales(FromFloatCase& c) {
+    c.ws_half.resize(c.ws.size());
+    for (size_t e = 0; e < c.ws.size(); ++e) {
+        c.ws_half[e] = f32_to_f16_bits(c.ws[e]);
+        c.ws[e] = f16_bits_to_f32(c.ws_half[e]);
+    }
+}
+
 std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused) {
     const exporters::Arrays packed = exporters::pack_codes(format_id(c), c.codes.data(), c.n, c.k);
     DeviceBuffer<uint8_t> d_a(packed[0]);
@@ -269,10 +288,12 @@ std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused) {
     w.pdl = true;
     DeviceBuffer<float> d_x(c.x), d_ws(c.ws), d_bias(c.bias), d_y(static_cast<size_t>(c.n)), d_sx(1);
     DeviceBuffer<int8_t> d_q(static_cast<size_t>(c.k));
+    DeviceBuffer<uint16_t> d_ws_half(c.ws_half);
     d_y.poison();
     kernels::ProductOut out;
     out.y = d_y.get();
     out.w_scale = d_ws.get();
+    out.w_scale_half = c.ws_half.empty() ? nullptr : d_ws_half.get();
     out.w_scale_rows = c.n;
     out.bias = d_bias.get();
     *fused = kernels::product_from_float(w, d_x.get(), 1, c.group, out, d_q.get(), d_sx.get(), nullptr);

@@ -25,6 +25,9 @@ struct ProductCase {
     // acc, y, the w scales and the biases `out_offset` elements into their buffers (off 16-byte
     // alignment for 1..3); the elements of acc and y before them must stay untouched.
     int64_t out_offset = 0;
+    // The w scales fp16 values, given to the y call as floats and as their fp16 copy
+    // (ProductOut::w_scale_half, `out_offset` elements into its buffer too).
+    bool half_scales = false;
 };
 
 std::string describe(const ProductCase& c);
@@ -53,7 +56,11 @@ struct FromFloatCase {
     int64_t n = 1, k = 1, group = 1;
     std::vector<int8_t> codes;
     std::vector<float> x, ws, bias;
+    std::vector<uint16_t> ws_half;  // empty, or ws as fp16 bits (ProductOut::w_scale_half)
 };
+
+// Rounds c.ws to fp16 values and sets c.ws_half to their bits.
+void use_half_scales(FromFloatCase& c);
 
 // y of the CPU references: act_int8_quantize_ref, the exact int32 product of the packed codes,
 // the CPU runtime's epilogue in group order.

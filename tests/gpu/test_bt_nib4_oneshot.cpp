@@ -3,11 +3,13 @@
 // shape table (d = 1, 2; n = 1, odd, fewer rows than a block covers, tens of thousands of rows;
 // k from one unit to the 16384 limit; one group, groups of 64, 128, 192, 4096 and a partial last
 // group), every lane group (16 or 32 lanes, one, two or four rows) with every piece count per lane
-// (full and partial last lanes, one and several groups), with and without the early reads of PDL, at the codes' and x's extremes; the
-// dispatch (bt_gemv runs it for one token on small matrices when the nibbles are there); its
-// contract rules on the host. From float x (bt_nib4_oneshot_from_float, product_from_float): y bit
-// for bit the CPU quantizer (act_int8_quantize_ref) and the CPU runtime's product, fused or not
-// (product_check.h).
+// (full and partial last lanes, one and several groups), with and without the early reads of PDL,
+// at the codes' and x's extremes; with and without the scales' fp16 copy (ProductOut::w_scale_half:
+// read by the kernels that hold groups of 64's scales in registers, ignored by the others, the same
+// y either way); the dispatch (bt_gemv runs it for one token on small matrices when the nibbles are
+// there); its contract rules on the host. From float x (bt_nib4_oneshot_from_float,
+// product_from_float): y bit for bit the CPU quantizer (act_int8_quantize_ref) and the CPU
+// runtime's product, fused or not (product_check.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -56,6 +58,7 @@ ProductCase bt_case(int depth, int64_t n, int64_t k, int64_t group, uint64_t see
     c.m = 1, c.n = n, c.k = k, c.group = group;
     c.seed = seed;
     c.per_tensor_scale = seed % 2 == 0;
+    c.half_scales = seed % 4 >= 2;  // ProductOut::w_scale_half given (read with groups of 64)
     c.bias = seed % 3 != 0;
     return c;
 }
@@ -184,15 +187,22 @@ TEST_F(BtNib4Oneshot, FromFloatXIsTheQuantizerThenTheProductBitForBit) {
     };
     uint64_t seed = 5400;
     for (const Shape& sh : shapes) {
-        SCOPED_TRACE("d=" + std::to_string(sh.depth) + ", n=" + std::to_string(sh.n) + ", k=" + std::to_string(sh.k) +
-                     ", group=" + std::to_string(sh.group));
-        trit::gputest::FromFloatCase c = bt_from_float(sh.depth, sh.n, sh.k, sh.group, sh.lo, sh.hi, seed += 4);
-        if (sh.k > 100) c.x[77] = sh.hi * 1.5f;  // one outlier sets the scale
-        bool fused = !sh.fused;
-        const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
-        EXPECT_EQ(fused, sh.fused);
-        trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
-        if (::testing::Test::HasFailure()) return;
+        // Groups of 64 also with the scales' fp16 copy (ProductOut::w_scale_half), which they read.
+        for (const bool half : {false, true}) {
+            if (half && sh.group != 64) continue;
+            SCOPED_TRACE("d=" + std::to_string(sh.depth) + ", n=" + std::to_string(sh.n) +
+                         ", k=" + std::to_string(sh.k) + ", group=" + std::to_string(sh.group) +
+                         (half ? ", fp16 scales" : ""));
+            trit::gputest::FromFloatCase c =
+                bt_from_float(sh.depth, sh.n, sh.k, sh.group, sh.lo, sh.hi, seed += 4);
+            if (half) trit::gputest::use_half_scales(c);
+            if (sh.k > 100) c.x[77] = sh.hi * 1.5f;  // one outlier sets the scale
+            bool fused = !sh.fused;
+            const std::vector<float> y = trit::gputest::gpu_y_from_float(c, &fused);
+            EXPECT_EQ(fused, sh.fused);
+            trit::gputest::expect_same_bits(y, trit::gputest::reference_y_from_float(c));
+            if (::testing::Test::HasFailure()) return;
+        }
     }
 }
 

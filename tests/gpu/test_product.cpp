@@ -102,6 +102,10 @@ TEST(ProductContract, RejectsEveryBrokenRuleNamingTheShape) {
     both.y = y;
     expect_contract_error(weights(Format::kTern2, 4, 8), 1, 4, both, "exactly one output");
     expect_contract_error(weights(Format::kTern2, 4, 8), 1, 4, {}, "exactly one output");
+    trit::kernels::ProductOut half_acc = acc_out;
+    half_acc.w_scale_half = reinterpret_cast<const uint16_t*>(s);
+    expect_contract_error(weights(Format::kTern2, 4, 8), 1, 4, half_acc,
+                          "w_scale_half (fp16 weight scales) is read by");
     trit::kernels::ProductOut no_scale;
     no_scale.y = y;
     expect_contract_error(weights(Format::kTern2, 4, 8), 1, 4, no_scale, "needs w_scale and x_scale");

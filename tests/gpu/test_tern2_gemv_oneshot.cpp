@@ -48,6 +48,7 @@ ProductCase tern2_case(int64_t n, int64_t k, int64_t group, uint64_t seed) {
     c.m = 1, c.n = n, c.k = k, c.group = group;
     c.seed = seed;
     c.per_tensor_scale = seed % 2 == 0;
+    c.half_scales = seed % 4 >= 2;  // ProductOut::w_scale_half given (read with groups of 64)
     c.bias = seed % 3 != 0;
     return c;
 }

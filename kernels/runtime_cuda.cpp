@@ -36,8 +36,7 @@ struct CudaModel::Layer {
     torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
     torch::Tensor a, b;             // packed arrays, uint8 (out, row_bytes)
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
-    torch::Tensor
-        w_scale_half;  // the same as fp16 bits, int16 (file with fp16 scales), or undefined
+    torch::Tensor w_scale_half;     // fp16 scales: w_scale's fp16 bits (int16), else undefined
     torch::Tensor dense;            // PackedWeights::dense: tern24's codes as tern2, bt's (d <= 2) as nibbles
     torch::Tensor bias;             // float32 (out) or undefined
     torch::Tensor weight;           // float layers: (out, in); packed float-activation layers: codes as float

@@ -109,6 +109,16 @@ std::string describe(const ProductCase& c) {
 
 namespace {
 
+// Rounds v to fp16 values in place and returns their bits (ProductOut::w_scale_half).
+std::vector<uint16_t> round_to_half(std::vector<float>& v) {
+    std::vector<uint16_t> bits(v.size());
+    for (size_t e = 0; e < v.size(); ++e) {
+        bits[e] = f32_to_f16_bits(v[e]);
+        v[e] = f16_bits_to_f32(bits[e]);
+    }
+    return bits;
+}
+
 // Checks the case through `run(w, x, out, stream)`.
 template <typename Run>
 void check_case(const ProductCase& c, Run run) {
@@ -124,11 +134,8 @@ void check_case(const ProductCase& c, Run run) {
     const int64_t ws_rows = c.per_tensor_scale ? 1 : c.n;
     std::vector<float> ws =
         random_floats(static_cast<size_t>(ws_rows * G), 1e-3f, 2e-2f, c.seed * 7 + 6);
-    std::vector<uint16_t> ws_half(c.half_scales ? ws.size() : 0);
-    for (size_t e = 0; e < ws_half.size(); ++e) {
-        ws_half[e] = f32_to_f16_bits(ws[e]);
-        ws[e] = f16_bits_to_f32(ws_half[e]);
-    }
+    const std::vector<uint16_t> ws_half =
+        c.half_scales ? round_to_half(ws) : std::vector<uint16_t>{};
     const std::vector<float> xs = random_floats(static_cast<size_t>(c.m), 1e-3f, 5e-2f, c.seed * 7 + 7);
     const std::vector<float> bias = random_floats(static_cast<size_t>(c.n), -1.0f, 1.0f, c.seed * 7 + 8);
     // The CPU runtime's epilogue (exporters/runtime_cpu.cpp), compiled without FP contraction.
@@ -267,11 +274,7 @@ std::vector<float> reference_y_from_float(const FromFloatCase& c) {
 }
 
 void use_half_scales(FromFloatCase& c) {
-    c.ws_half.resize(c.ws.size());
-    for (size_t e = 0; e < c.ws.size(); ++e) {
-        c.ws_half[e] = f32_to_f16_bits(c.ws[e]);
-        c.ws[e] = f16_bits_to_f32(c.ws_half[e]);
-    }
+    c.ws_half = round_to_half(c.ws);
 }
 
 std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused) {

@@ -94,8 +94,8 @@ std::vector<std::string> parse_path_list(const std::string& text);     // "auto,
 // "gemm.wgmma.ks<N>" path (its k-split tile) whose N is 96 or 128, else 0.
 int wgmma_tokens_path(const std::string& path);
 // The lane geometry a "gemv.oneshot.l<L>r<R>[d<D>]" path forces on bt's one-shot nibble GEMV
-// (kernels/bt_nib4.h bt_nib4_oneshot's lanes, rows and ahead): L lanes a row (16 or 32), R rows a
-// lane group (1, 2 or 4), D pieces requested ahead (0, 2 or 4; without d: the kernel's rule, -1).
+// (kernels/bt_nib4.h bt_nib4_oneshot's lanes, rows and ahead): L lanes a row (16, 32 or 64), R rows
+// a lane group (1, 2 or 4), D pieces requested ahead (0, 2 or 4; without d: the kernel's rule, -1).
 struct Nib4Geometry {
     int lanes = 0, rows = 0, ahead = -1;
 };

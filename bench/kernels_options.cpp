@@ -160,7 +160,7 @@ bool nib4_geometry_path(const std::string& path, Nib4Geometry* g) {
         return false;
     };
     Nib4Geometry v;
-    if (!take('l', {16, 32}, &v.lanes) || !take('r', {1, 2, 4}, &v.rows)) return false;
+    if (!take('l', {16, 32, 64}, &v.lanes) || !take('r', {1, 2, 4}, &v.rows)) return false;
     if (at < path.size() && (!take('d', {0, 2, 4}, &v.ahead) || at != path.size())) return false;
     if (g != nullptr) *g = v;
     return true;
@@ -175,7 +175,7 @@ std::vector<std::string> parse_path_list(const std::string& text) {
                        item == "gemm.wgmma" || item == "gemm.wgmma.sk" ||
                        wgmma_tokens_path(item) > 0,
                    "--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, gemv.mma, "
-                   "gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: 0, 2 or 4), "
+                   "gemv.oneshot.l<L>r<R>[d<D>] (L: 16, 32 or 64, R: 1, 2 or 4, D: 0, 2 or 4), "
                    "gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: ",
                    kernels::detail::tern2_gemm_sm90_tokens_text(),
                    ") or gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got '", item, "'");

@@ -59,10 +59,12 @@ void bt_nib4_gemv(const PackedWeights& w, const int8_t* x, int64_t m, int64_t gr
 // kernels/tern2_gemv_oneshot.h, with the nibble decode): a lane group of 16 or 32 lanes takes one,
 // two or four rows, each lane holding at most 16 pieces of 32 columns (16 bytes) a row: all of them
 // in registers for one row, up to 8 a row for two and the rest copied to shared memory (cp.async),
-// at most 4 a row for four; the group's loads reading its rows' pieces in a row; every load issued
-// before the PDL wait, no tile loop; x read once per piece for the group's rows; for several scale
-// groups, the group terms formed in shared memory (by the lanes for groups of 64, by the block's
-// threads for larger ones), and one thread per row adds them in column order. Its rules:
+// at most 4 a row for four; or, from int8 x with several scale groups, a lane group of 64 lanes
+// (two warps) takes one or two rows, at most 8 pieces a lane and row in registers; the group's
+// loads reading its rows' pieces in a row; every load issued before the PDL wait, no tile loop; x
+// read once per piece for the group's rows; for several scale groups, the group terms formed in
+// shared memory (by the lanes for groups of 64, by the block's threads for larger ones), and one
+// thread per row adds them in column order. Its rules:
 //   - bt weights of depth 1 or 2 with their nibbles (PackedWeights::dense);
 //   - m = 1;
 //   - k % 64 == 0 and k <= 16384;
@@ -84,16 +86,32 @@ std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int
 int bt_nib4_oneshot_lanes(int64_t k);
 int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms, int64_t two_row_resident = 0,
                          int64_t four_row_resident = 0);
-// Whether the launcher's blocks (its lanes and rows) let the next PDL-launched kernel start after
-// their products rather than before their wait, on `sms` SMs (kernels/gemv_oneshot.cuh,
-// late_launch(): grids of at most 3 blocks an SM, from float x or with at most 4 pieces a lane).
-bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms);
+// Whether the launcher, left to pick both lanes and rows, runs two warps (64 lanes) a row and two
+// rows a lane group instead, for n x k at `group` on `sms` SMs: from int8 x with several scale
+// groups (group < k) and k > 512, where
+//   - k > 4096 (32 lanes would hold more than 4 pieces a row), and either the 64-lane grid (4 rows
+//     a block) is at most pair_resident blocks, or k <= 8192 (at most 4 pieces a lane at 64 lanes)
+//     unless the 32-lane grid (8 rows a block) is at most `resident` blocks and the 64-lane grid
+//     more than pair_resident (the blocks the device holds at once of the two two-row kernels,
+//     which the launcher queries; 0: not known, not compared);
+//   - or k <= 4096 and the grid of 32 lanes and bt_nib4_oneshot_rows' rows (residency not counted)
+//     is at most sms / 2 blocks.
+// kernels/gemv_oneshot.cuh, nib4_two_warps(), has the measurements.
+bool bt_nib4_oneshot_two_warps(int64_t n, int64_t k, int64_t group, bool float_x, int sms,
+                               int64_t resident = 0, int64_t pair_resident = 0);
+// Whether the launcher's blocks (its lanes and rows for `group`; the default: one group) let the
+// next PDL-launched kernel start after their products rather than before their wait, on `sms` SMs
+// (kernels/gemv_oneshot.cuh, late_launch(): grids of at most 3 blocks an SM, from float x or with
+// at most 4 pieces a lane over its rows).
+bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms,
+                                   int64_t group = kBtNib4OneshotMaxK);
 
-// Runs it with `lanes` lanes per row (0: bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group
-// (0: bt_nib4_oneshot_rows(n, k, false, the GPU's SMs)), a lane requesting its first `ahead`
-// pieces a row before its products and each later one `ahead` pieces ahead of them: 0 all of
-// them first, 2 or 4 (at least a lane's pieces: all first), -1 the launcher's rule (2 or 4 where
-// the blocks an SM holds at once request more than 96 KB of weights, else 0;
+// Runs it with `lanes` lanes per row (16, 32, or with several scale groups 64, two warps; 0:
+// bt_nib4_oneshot_lanes(k)) and `rows` rows per lane group (0: bt_nib4_oneshot_rows(n, k, false,
+// the GPU's SMs); both 0: 64 and 2 where bt_nib4_oneshot_two_warps holds), a lane requesting its
+// first `ahead` pieces a row before its products and each later one `ahead` pieces ahead of them: 0
+// all of them first, 2 or 4 (at least a lane's pieces: all first), -1 the launcher's rule (2 or 4
+// where the blocks an SM holds at once request more than 96 KB of weights, else 0;
 // kernels/gemv_oneshot.cuh, ahead()). Throws
 // trit::Error naming m, n, k, group and the rule when the contract rejects the call, the lanes and
 // rows cannot hold a row, or `ahead` is none of these.

@@ -36,7 +36,14 @@ int bt_nib4_oneshot_rows(int64_t n, int64_t k, bool float_x, int sms, int64_t tw
                               four_row_resident);
 }
 
-bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms) {
+bool bt_nib4_oneshot_two_warps(int64_t n, int64_t k, int64_t group, bool float_x, int sms,
+                               int64_t resident, int64_t pair_resident) {
+    return oneshot::nib4_two_warps(n, k, float_x, group < k, sms, resident, pair_resident);
+}
+
+bool bt_nib4_oneshot_launches_late(int64_t n, int64_t k, bool float_x, int sms, int64_t group) {
+    if (bt_nib4_oneshot_two_warps(n, k, group, float_x, sms))
+        return oneshot::late_launch(false, float_x, n, k, oneshot::kPairLanes, 2, sms);
     const int lanes = oneshot::nib4_lanes(k);
     return oneshot::late_launch(false, float_x, n, k, lanes, oneshot::nib4_rows(n, k, lanes, float_x, sms), sms);
 }

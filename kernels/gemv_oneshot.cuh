@@ -82,9 +82,9 @@ inline int block_warps(bool float_x, int64_t k) {
     return float_x && k <= kWideMaxK ? kWideWarps : kWarps;
 }
 
-// Rows a block: its warps' lane groups of `lanes` lanes, `rows` rows each.
+// Rows a block: its threads' lane groups of `lanes` lanes (up to 64: two warps), `rows` rows each.
 inline int64_t block_rows(bool float_x, int64_t k, int lanes, int rows) {
-    return int64_t{block_warps(float_x, k)} * (kWarp / lanes) * rows;
+    return int64_t{block_warps(float_x, k)} * kWarp * rows / lanes;
 }
 
 // How a row's int32 sums become its scale groups' sums: one group (the lanes add up), groups of
@@ -149,8 +149,9 @@ struct Nib4Codec {
     // Pieces a lane holds per row: the kernel for the next of these (its extra pieces are not read).
     using Vs = std::integer_sequence<int, 1, 2, 4, 8, 16>;
     static constexpr const char* kLaneRule =
-        "lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces of 32 columns a "
-        "lane and row (4 with four rows)";
+        "lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces "
+        "of 32 columns a lane and row (4 with four rows), or, from int8 x with several scale "
+        "groups, 64 lanes and 1 or 2 rows with at most 8";
     struct X {
         uint32_t w[8];
         int offset;
@@ -175,7 +176,7 @@ struct Nib4Codec {
 };
 
 template <int L, int R, int W>
-constexpr int kRowsPerBlock = W * (kWarp / L) * R;
+constexpr int kRowsPerBlock = (W * kWarp * R) / L;  // a lane group of 64 lanes is two warps
 
 // Nibble kernels of 4 warps whose lane holds at most 8 pieces: at most 72 registers, so that 7 blocks
 // fit an SM (6912 x 2560, groups of 64, 864 blocks in one wave: at 80 registers the last 72
@@ -239,7 +240,11 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     // Several groups: the scales copied to shared memory by cp.async where registers are scarce
     // (kCopiesScales), else loaded to registers.
     constexpr bool kCopy = kGroups && kCopiesScales<V, R, S, kFloatX>;
-    const int t = static_cast<int>(threadIdx.x), lane = t % kWarp, sub = lane % L;
+    // A lane group of 64 lanes spans two warps: several groups only, whose units' sums go to
+    // shared memory (no shuffle crosses a warp; a unit's two pieces are adjacent lanes).
+    static_assert(L <= kWarp || (kGroups && Codec::kPieces == 2),
+                  "64 lanes: nibbles, several groups");
+    const int t = static_cast<int>(threadIdx.x), sub = t % L;
     const int local0 = t / L * R;  // the lane group's first row in the block
     const int64_t block_row = int64_t{blockIdx.x} * kRows;
     const int64_t row_bytes = int64_t{a.pieces} * 16;
@@ -604,13 +609,22 @@ Kernel pick(int lanes, int rows, int v, int warps, int ahead) {
             case 32: return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
             default: return nullptr;
         }
-    } else {  // nibbles: 16 or 32 lanes, one, two or four rows
+    } else {  // nibbles: 16 or 32 lanes and one, two or four rows; 64 lanes and one or two
         if (lanes == 16 && rows == 1) return pick_v<Codec, 16, 1, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 16 && rows == 2) return pick_two_rows<Codec, 16, kFloatX, kG>(v, warps, ahead);
         if (lanes == 16 && rows == 4) return pick_v<Codec, 16, 4, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 32 && rows == 1) return pick_v<Codec, 32, 1, kFloatX, kG>(v, warps, ahead, Vs{});
         if (lanes == 32 && rows == 2) return pick_two_rows<Codec, 32, kFloatX, kG>(v, warps, ahead);
         if (lanes == 32 && rows == 4) return pick_v<Codec, 32, 4, kFloatX, kG>(v, warps, ahead, Vs{});
+        // Two warps a row (nib4_two_warps()): int8 x, several groups, up to 8 pieces a lane and
+        // row.
+        if constexpr (!kFloatX && kG != Groups::kOne) {
+            using Vs64 = std::integer_sequence<int, 1, 2, 4, 8>;
+            if (lanes == 64 && rows == 1)
+                return pick_v<Codec, 64, 1, kFloatX, kG>(v, warps, ahead, Vs64{});
+            if (lanes == 64 && rows == 2)
+                return pick_v<Codec, 64, 2, kFloatX, kG>(v, warps, ahead, Vs64{});
+        }
         return nullptr;
     }
 }
@@ -742,6 +756,56 @@ inline int nib4_rows(int64_t n, int64_t k, int lanes, bool float_x, int sms,
     return v <= kMaxPiecesPerLane / 2 + kStaged ? 2 : 1;
 }
 
+// Two warps (64 lanes) a row and two rows a lane group, in place of the 32-lane rule's lanes and
+// rows (nib4_lanes(), nib4_rows()), from int8 x with several scale groups and k > 512 where either
+//   - 32 lanes would hold more than 4 pieces a row (k > 4096: two rows a lane group) and the
+//     64-lane grid fits the device at once (pair_resident: blocks of the 64-lane two-row kernel),
+//     or 64 lanes hold at most 4 pieces a row (k <= 8192: registers only) unless the 32-lane grid
+//     fits the device at once (resident: blocks of the 32-lane two-row kernel) and the 64-lane grid
+//     does not (a second wave of a few blocks: the tail costs more than the 64-lane blocks gain);
+//     0 for either count: not known, not compared;
+//   - or 32 lanes hold at most 4 pieces a row and their grid (nib4_rows()'s rows, residency not
+//     counted) is at most half as many blocks as SMs: blocks of 4 rows instead of 8 or 16 spread
+//     the rows over more SMs.
+// Why: the 32-lane kernels of these shapes ran at low occupancy (session 39, ncu, 2560 x 6912: 320
+// blocks of 8 rows, 14 % achieved occupancy, 0.22 issued warps a scheduler, stalls on the loads),
+// where 6912 x 2560, the same bytes, ran 37 % and 0.44. On the H200 (session 41, bt2, groups of 64,
+// fp16 scales, us, the 32-lane rule's kernel / 64 lanes and two rows; blocks of both, two calls).
+// Past 4 pieces a lane at 32 lanes, 64-lane grid in one wave: 2560 x 6912 (320 / 640) 5.09-5.12 /
+// 3.85, 2560 x 5120 3.99-4.03 / 3.28, 1024 x 8192 4.33 / 3.56-3.58, 2048 x 8192 5.32-5.35
+// / 3.87-3.88, 1024 x 4160 3.46 / 2.82-2.83, 2048 x 14336 (256 / 512 of 528) 8.90-8.92 / 7.08, 1024
+// x 16384 6.90-6.93 / 5.72, 1024 x 11008 5.72-5.74 / 4.66-4.67; past one wave, at most 4 pieces a
+// lane: 5120 x 5120 (640 of 528 / 1280 of 924) 7.71-7.73 / 7.03, 6912 x 6912 10.93-10.95
+// / 9.46-9.47, 13824 x 5120 15.09 / 12.93-12.94, 28672 x 8192 39.50-39.54 / 36.47-36.59, 8192 x
+// 8192 13.01-13.05 / 13.22-13.23 (the one loss); the 32-lane grid in one wave and the 64-lane one
+// not: 4096 x 8192 (512 of 528 / 1024 of 924) 7.03-7.06 / 8.59-8.61, 4096 x 5120 5.24-5.26
+// / 6.81-6.83, 4096 x 14336 (1024 of 528) 11.01-11.03 / 13.20, 4096 x 11008 9.03-9.07
+// / 10.72-10.74. At most 4 pieces a lane at 32 lanes (four rows, 16 a block, of 132 SMs): 512 x
+// 4096 (32 blocks) 2.19-2.20 / 1.68-1.69, 768 x 3072 (48) 2.04 / 1.72, 768 x 2304 2.03-2.04 / 1.63,
+// 768 x 1536 1.72-1.73 / 1.47, 768 x 768 1.56 / 1.49-1.50, 1024 x 4096 (64) 2.26 / 2.04, 1024 x
+// 3072 2.07 / 1.86-1.87, 1024 x 2560 2.06 / 1.76, 1024 x 2048 1.77-1.78 / 1.55, 1024 x
+// 1024 1.54-1.55 / 1.45-1.46; past half the SMs: 1536 x 4096 (96) 2.31 / 2.38, 2048 x 4096
+// (128) 2.54-2.55 / 2.69-2.70, 2048 x 3072 2.28 / 2.47-2.48, 2560 x 3072 (160) 2.50 / 2.44-2.45,
+// 2560 x 2560 2.34-2.35 / 2.42.
+constexpr int kPairLanes = 64;
+inline bool nib4_two_warps(int64_t n, int64_t k, bool float_x, bool groups, int sms,
+                           int64_t resident = 0, int64_t pair_resident = 0) {
+    if (float_x || !groups || nib4_lanes(k) != kWarp) return false;
+    const int64_t pieces = k / (kUnitCols / 2);
+    const int64_t v = formats::ceil_div(pieces, int64_t{kWarp});
+    const int64_t blocks = formats::ceil_div(n, block_rows(false, k, kWarp, 2));
+    const int64_t pair_blocks = formats::ceil_div(n, block_rows(false, k, kPairLanes, 2));
+    if (v > kMaxPiecesPerLane / 4) {
+        const bool pair_fits = pair_resident > 0 && pair_blocks <= pair_resident;
+        const bool fits = resident > 0 && blocks <= resident;
+        return pair_fits ||
+               (formats::ceil_div(pieces, int64_t{kPairLanes}) <= kMaxPiecesPerLane / 4 &&
+                !(fits && pair_resident > 0 && !pair_fits));
+    }
+    const int rows = nib4_rows(n, k, kWarp, false, sms);
+    return 2 * formats::ceil_div(n, block_rows(false, k, kWarp, rows)) <= sms;
+}
+
 // Where a block lets the next PDL-launched kernel start (pdl_launch_dependents()): after its
 // products (late), else before its pdl_wait() (early). Early, the next call's blocks take the
 // SMs' free slots at once and request their weights while this call runs, and those requests
@@ -776,11 +840,12 @@ inline bool late_launch(bool tern2, bool float_x, int64_t n, int64_t k, int lane
 // Launches the kernel for weights `codes` (n, k) after the caller's contract checks: x int8 codes,
 // or (kFloatX) float xf quantized in the kernel; `group` >= k for one scale group, else a multiple
 // of 64 (kG: Groups::kOne for one group, kUnit for group = 64, kUnits for larger groups);
-// lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0 picks 1 (tern2) or
-// nib4_rows(n, k, lanes, kFloatX, SMs); ahead_pieces (nibbles, int8 x: -1 the rule, ahead(); 0
-// every piece first; kAheadFew or kAheadMore; any at least a lane's pieces a row is 0). Throws trit::Error naming
-// `who`, the shape and Codec::kLaneRule for lanes and rows that cannot hold the row, and the values
-// ahead_pieces may take.
+// lanes_per_row and rows both 0 pick 64 lanes and two rows where nib4_two_warps() holds (nibbles,
+// int8 x, several groups); else lanes_per_row 0 picks lanes(n, k) (tern2) or nib4_lanes(k), rows 0
+// picks 1 (tern2) or nib4_rows(n, k, lanes, kFloatX, SMs); ahead_pieces (nibbles, int8 x: -1 the
+// rule, ahead(); 0 every piece first; kAheadFew or kAheadMore; any at least a lane's pieces a row
+// is 0). Throws trit::Error naming `who`, the shape and Codec::kLaneRule for lanes and rows that
+// cannot hold the row, and the values ahead_pieces may take.
 template <class Codec, Groups kG, bool kFloatX>
 void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const int8_t* x, const float* xf,
             int64_t group, bool prefetch, const ProductOut& out, cudaStream_t stream, int lanes_per_row,
@@ -792,10 +857,6 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
                who, " (m=1, n=", n, ", k=", k, ", group=", group, "): pieces requested ahead must be -1 (the rule), 0",
                kAheads ? ", 2 or 4" : "", ", got ", ahead_pieces);
     const int64_t units = k / kUnitCols, pieces = units * Codec::kPieces;
-    if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
-    int sms = 0;  // queried after the checks unless the rows rule needs it
-    if (rows == 0 && kTern2) rows = 1;
-    const int v = lanes_per_row > 0 ? static_cast<int>(formats::ceil_div(pieces, int64_t{lanes_per_row})) : 0;
     const int warps = block_warps(kFloatX, k);
     // The epilogue's entries a row (int32 words): the units' sums, then (y) the groups' scales from
     // a 16-byte boundary.
@@ -807,14 +868,46 @@ void launch(const char* who, const uint8_t* codes, int64_t n, int64_t k, const i
                           int64_t{8}) *
             8 +
         4);
+    const auto pieces_per_lane = [&](int l) {
+        return static_cast<int>(formats::ceil_div(pieces, int64_t{l}));
+    };
     // x's int8 codes, the rows' epilogue entries, the staged pieces (two rows over 8 pieces a
-    // lane).
-    const auto smem_of = [&](int r) {
-        const int staged = r == 2 && v > kMaxPiecesPerLane / 2 ? kStaged : 0;
+    // lane), for l lanes and r rows.
+    const auto smem_for = [&](int l, int r) {
+        const int staged =
+            r == 2 && l != kPairLanes && pieces_per_lane(l) > kMaxPiecesPerLane / 2 ? kStaged : 0;
         return (kFloatX ? k : 0) +
-               (kG != Groups::kOne ? block_rows(kFloatX, k, lanes_per_row, r) * stride * 4 : 0) +
+               (kG != Groups::kOne ? block_rows(kFloatX, k, l, r) * stride * 4 : 0) +
                int64_t{staged} * r * warps * kWarp * 16;
     };
+    int sms = 0;  // queried after the checks unless the rules need it
+    if constexpr (!kTern2 && !kFloatX && kG != Groups::kOne) {
+        if (lanes_per_row == 0 && rows == 0) {
+            // Two warps a row or the 32-lane rule; past 4 pieces a lane at 32 lanes, with the
+            // blocks the device holds of both two-row kernels.
+            sms = gemv::sm_count();
+            const int l = nib4_lanes(k);
+            int64_t resident = 0, pair_resident = 0;
+            if (pieces_per_lane(l) > kMaxPiecesPerLane / 4) {
+                Kernel two = pick<Codec, kFloatX, kG>(l, 2, pieces_per_lane(l), warps, 0);
+                Kernel pair =
+                    pick<Codec, kFloatX, kG>(kPairLanes, 2, pieces_per_lane(kPairLanes), warps, 0);
+                if (two != nullptr && pair != nullptr) {
+                    resident = gemv::resident_blocks(who, two, warps, smem_for(l, 2));
+                    pair_resident =
+                        gemv::resident_blocks(who, pair, warps, smem_for(kPairLanes, 2));
+                }
+            }
+            if (nib4_two_warps(n, k, kFloatX, true, sms, resident, pair_resident)) {
+                lanes_per_row = kPairLanes;
+                rows = 2;
+            }
+        }
+    }
+    if (lanes_per_row == 0) lanes_per_row = kTern2 ? lanes(n, k) : nib4_lanes(k);
+    if (rows == 0 && kTern2) rows = 1;
+    const int v = lanes_per_row > 0 ? pieces_per_lane(lanes_per_row) : 0;
+    const auto smem_of = [&](int r) { return smem_for(lanes_per_row, r); };
     if (rows == 0) {
         sms = gemv::sm_count();
         rows = nib4_rows(n, k, lanes_per_row, kFloatX, sms);

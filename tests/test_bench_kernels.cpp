@@ -101,14 +101,16 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
     EXPECT_EQ(g.ahead, -1);  // the kernel's rule
     EXPECT_TRUE(bench::nib4_geometry_path("gemv.oneshot.l32r4d0", &g));
     EXPECT_EQ(g.ahead, 0);
+    EXPECT_TRUE(bench::nib4_geometry_path("gemv.oneshot.l64r2", &g));
+    EXPECT_EQ(g.lanes, 64);
     for (const char* bad :
-         {"gemv.oneshot", "gemv.oneshot.l8r2", "gemv.oneshot.l32r3", "gemv.oneshot.l32",
-          "gemv.oneshot.l032r2", "gemv.oneshot.l32r2d", "gemv.oneshot.l32r2d3",
+         {"gemv.oneshot", "gemv.oneshot.l8r2", "gemv.oneshot.l128r1", "gemv.oneshot.l32r3",
+          "gemv.oneshot.l32", "gemv.oneshot.l032r2", "gemv.oneshot.l32r2d", "gemv.oneshot.l32r2d3",
           "gemv.oneshot.l32r2d2x", "gemv.oneshot.r2l32", "gemv.oneshot.l32r22"}) {
         EXPECT_FALSE(bench::nib4_geometry_path(bad, &g)) << bad;
         EXPECT_THAT(
             error_of([bad] { bench::parse_path_list(bad); }),
-            HasSubstr("gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: 0, 2 or 4)"))
+            HasSubstr("gemv.oneshot.l<L>r<R>[d<D>] (L: 16, 32 or 64, R: 1, 2 or 4, D: 0, 2 or 4)"))
             << bad;
     }
     EXPECT_EQ(bench::wgmma_tokens_path("gemm.wgmma.sk"), 0);
@@ -122,7 +124,7 @@ TEST(BenchKernelsOptions, MListsFormatsAndPaths) {
     EXPECT_THAT(
         error_of([] { bench::parse_path_list("fast"); }),
         HasSubstr("--paths: expected auto, gemv, gemm, generic, gemv.stream, gemv.warp, "
-                  "gemv.mma, gemv.oneshot.l<L>r<R>[d<D>] (L: 16 or 32, R: 1, 2 or 4, D: "
+                  "gemv.mma, gemv.oneshot.l<L>r<R>[d<D>] (L: 16, 32 or 64, R: 1, 2 or 4, D: "
                   "0, 2 or 4), gemm.mma_sync, gemm.wgmma, gemm.wgmma.sk, gemm.wgmma.t<N> (N: "
                   "96, 128, 160, 176 or 256) or "
                   "gemm.wgmma.ks<N> (N: 96 or 128), comma-separated, got 'fast'"));

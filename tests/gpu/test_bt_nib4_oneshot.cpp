@@ -68,11 +68,12 @@ TEST_F(BtNib4Oneshot, MatchesTheReferenceOverTheShapeTable) {
         int64_t n, k, group;
     };
     const std::vector<Shape> shapes = {
-        {1, 64, 64},          {3, 128, 1 << 20},  {5, 640, 64},        {33, 768, 64},     {768, 768, 64},
-        {3072, 768, 64},      {768, 3072, 64},    {1000, 2560, 64},    {7, 3072, 3072},   {130, 4096, 128},
-        {9, 6912, 64},        {4, 14336, 4096},   {3, 16384, 64},      {20001, 192, 64},  {2049, 16320, 192},
-        {17, 1088, 5000},     {31, 768, 512},     {6, 4096, 1024},     {11, 2560, 2560},  {40, 8192, 4096},
-        {21, 8256, 1 << 20},  {9, 14336, 64},
+        {1, 64, 64},         {3, 128, 1 << 20}, {5, 640, 64},       {33, 768, 64},
+        {768, 768, 64},      {3072, 768, 64},   {768, 3072, 64},    {1000, 2560, 64},
+        {7, 3072, 3072},     {130, 4096, 128},  {9, 6912, 64},      {4, 14336, 4096},
+        {3, 16384, 64},      {20001, 192, 64},  {2049, 16320, 192}, {17, 1088, 5000},
+        {31, 768, 512},      {6, 4096, 1024},   {11, 2560, 2560},   {40, 8192, 4096},
+        {21, 8256, 1 << 20}, {9, 14336, 64},    {301, 5184, 192},   {2561, 6912, 64},
     };
     uint64_t seed = 5000;
     for (int depth = 1; depth <= trit::kernels::kBtNib4MaxDepth; ++depth) {
@@ -92,23 +93,35 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
         Launcher launch;
     };
     // Every piece requested first, and (2, 4) the later ones requested ahead of the products.
-    const std::vector<Shape> shapes = {{16, 1, 0, oneshot_shape<16, 1>},     {16, 2, 0, oneshot_shape<16, 2>},
-                                       {32, 1, 0, oneshot_shape<32, 1>},     {32, 2, 0, oneshot_shape<32, 2>},
-                                       {16, 1, 2, oneshot_shape<16, 1, 2>},  {32, 2, 2, oneshot_shape<32, 2, 2>},
-                                       {16, 2, 4, oneshot_shape<16, 2, 4>},  {32, 1, 4, oneshot_shape<32, 1, 4>},
-                                       {32, 2, 4, oneshot_shape<32, 2, 4>},  {16, 4, 0, oneshot_shape<16, 4>},
-                                       {32, 4, 0, oneshot_shape<32, 4>},     {32, 4, 2, oneshot_shape<32, 4, 2>}};
+    const std::vector<Shape> shapes = {{16, 1, 0, oneshot_shape<16, 1>},
+                                       {16, 2, 0, oneshot_shape<16, 2>},
+                                       {32, 1, 0, oneshot_shape<32, 1>},
+                                       {32, 2, 0, oneshot_shape<32, 2>},
+                                       {16, 1, 2, oneshot_shape<16, 1, 2>},
+                                       {32, 2, 2, oneshot_shape<32, 2, 2>},
+                                       {16, 2, 4, oneshot_shape<16, 2, 4>},
+                                       {32, 1, 4, oneshot_shape<32, 1, 4>},
+                                       {32, 2, 4, oneshot_shape<32, 2, 4>},
+                                       {16, 4, 0, oneshot_shape<16, 4>},
+                                       {32, 4, 0, oneshot_shape<32, 4>},
+                                       {32, 4, 2, oneshot_shape<32, 4, 2>},
+                                       // Two warps a row: several groups only.
+                                       {64, 1, 0, oneshot_shape<64, 1>},
+                                       {64, 2, 0, oneshot_shape<64, 2>},
+                                       {64, 1, 2, oneshot_shape<64, 1, 2>},
+                                       {64, 2, 4, oneshot_shape<64, 2, 4>}};
     uint64_t seed = 5100;
     for (const Shape& sh : shapes) {
         // Rows of two blocks and part of a third (4 warps a block).
-        const int64_t n = 2 * 4 * (32 / sh.lanes) * sh.rows + 3;
-        for (int v = 1; v <= (sh.rows == 4 ? 4 : 16); ++v) {
+        const int64_t n = 2 * 4 * 32 * sh.rows / sh.lanes + 3;
+        for (int v = 1; v <= (sh.rows == 4 ? 4 : sh.lanes == 64 ? 8 : 16); ++v) {
             // Every lane with v pieces (32 columns each), and only the first two lanes with v (the
             // others v - 1); one group, and groups of one unit, of three (a group spans lanes and
             // ends inside a lane's run). Two rows over 8 pieces: the rest staged in shared memory.
             for (const int64_t pieces : {int64_t{sh.lanes} * v, int64_t{sh.lanes} * (v - 1) + 2}) {
                 const int64_t units = pieces / 2;
                 for (const int64_t group_units : {units, int64_t{1}, int64_t{3}}) {
+                    if (sh.lanes == 64 && group_units >= units) continue;  // no one-group kernel
                     const ProductCase c = bt_case(2, n, 64 * units, 64 * group_units, ++seed);
                     SCOPED_TRACE("lanes " + std::to_string(sh.lanes) + ", rows " + std::to_string(sh.rows) +
                                  ", ahead " + std::to_string(sh.ahead) + ", " + trit::gputest::describe(c));
@@ -240,6 +253,58 @@ TEST(BtNib4OneshotContract, LetsTheNextKernelStartAfterTheProductsOnlyForSmallGr
     EXPECT_FALSE(bt_nib4_oneshot_launches_late(12704, 768, true, kSms));
 }
 
+TEST(BtNib4OneshotContract, PicksTwoWarpsARowForLongRowsAndForGridsOfFewBlocks) {
+    constexpr int kSms = 132;
+    const auto two_warps = [](int64_t n, int64_t k, int64_t group, bool float_x = false,
+                              int sms = 132, int64_t resident = 0, int64_t pair_resident = 0) {
+        return trit::kernels::bt_nib4_oneshot_two_warps(n, k, group, float_x, sms, resident,
+                                                        pair_resident);
+    };
+    // Several groups and 4097..8192 columns: 32 lanes would hold 5-8 pieces a row, 64 lanes 3-4.
+    EXPECT_TRUE(two_warps(2560, 6912, 64));
+    EXPECT_TRUE(two_warps(2560, 5120, 256));
+    EXPECT_TRUE(two_warps(2560, 4160, 64));
+    EXPECT_TRUE(two_warps(100000, 8192, 64));
+    EXPECT_FALSE(two_warps(2560, 6912, 6912));  // one group
+    EXPECT_FALSE(two_warps(2560, 6912, 1 << 20));
+    EXPECT_FALSE(two_warps(2560, 6912, 64, true));  // float x
+    // ... unless the 32-lane grid (8 rows a block) fits the device at once and the 64-lane one (4
+    // rows a block) does not.
+    EXPECT_FALSE(
+        two_warps(4096, 8192, 64, false, kSms, 4 * kSms, 7 * kSms));  // 512 <= 528, 1024 > 924
+    EXPECT_TRUE(
+        two_warps(3696, 8192, 64, false, kSms, 4 * kSms, 7 * kSms));  // 924 blocks of 4 rows
+    EXPECT_TRUE(two_warps(5120, 5120, 64, false, kSms, 4 * kSms, 7 * kSms));  // 640 > 528
+    EXPECT_TRUE(two_warps(8192, 8192, 64, false, kSms, 4 * kSms, 7 * kSms));
+    EXPECT_TRUE(two_warps(4096, 8192, 64, false, kSms, 0, 7 * kSms));  // not known: not compared
+    // Past 8192 columns (5-8 pieces a lane at 64 lanes) where the 64-lane grid fits the device at
+    // once.
+    EXPECT_TRUE(two_warps(2048, 14336, 64, false, kSms, 4 * kSms, 4 * kSms));  // 512 <= 528
+    EXPECT_TRUE(two_warps(2112, 16384, 128, false, kSms, 4 * kSms, 4 * kSms));
+    EXPECT_FALSE(two_warps(2113, 16384, 128, false, kSms, 4 * kSms, 4 * kSms));
+    EXPECT_FALSE(two_warps(4096, 14336, 64, false, kSms, 4 * kSms, 4 * kSms));
+    EXPECT_FALSE(two_warps(1024, 8256, 64));  // not known
+    // 513..4096 columns: where the 32-lane grid is at most half as many blocks as SMs (16 rows a
+    // block).
+    EXPECT_TRUE(two_warps(768, 3072, 64));    // 48 blocks
+    EXPECT_TRUE(two_warps(1056, 3072, 192));  // 66
+    EXPECT_FALSE(two_warps(1057, 3072, 64));  // 67
+    EXPECT_TRUE(two_warps(1057, 3072, 64, false, kSms + 2));
+    EXPECT_FALSE(two_warps(2560, 2560, 64));                  // 160
+    EXPECT_FALSE(two_warps(4096, 4096, 64));                  // two rows, 512 blocks
+    EXPECT_TRUE(two_warps(4096, 4096, 64, false, 4 * kSms));  // four rows, 256 blocks
+    EXPECT_TRUE(two_warps(768, 768, 64));
+    EXPECT_TRUE(two_warps(7, 576, 64));
+    EXPECT_FALSE(two_warps(7, 512, 64));  // 16 lanes
+    EXPECT_FALSE(two_warps(768, 3072, 3072));
+    // Where it holds, the launch is late as for its 64 lanes and two rows: at most 4 pieces a lane.
+    using trit::kernels::bt_nib4_oneshot_launches_late;
+    EXPECT_TRUE(
+        bt_nib4_oneshot_launches_late(768, 3072, false, kSms, 64));  // 2 + 2 pieces, 192 blocks
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(768, 3072, false, kSms));  // one group: 32 lanes, 12
+    EXPECT_FALSE(bt_nib4_oneshot_launches_late(2560, 6912, false, kSms, 64));  // 4 + 4 pieces
+}
+
 TEST(BtNib4OneshotContract, PicksThirtyTwoLanesAndTwoOrFourRows) {
     using trit::kernels::bt_nib4_oneshot_lanes;
     using trit::kernels::bt_nib4_oneshot_rows;
@@ -364,27 +429,33 @@ TEST(BtNib4OneshotContract, FromFloatXNamesItsRules) {
 
 // bt_nib4_oneshot on 4 rows of k columns in host buffers, int32 out: for the rules it checks on the
 // host before any launch.
-void oneshot_on_host(int64_t k, int lanes, int rows, int ahead) {
+void oneshot_on_host(int64_t k, int lanes, int rows, int ahead, int64_t group = 64) {
     alignas(16) static uint8_t bytes[64], nib[64];
     alignas(16) static int8_t x[64];
     static int32_t acc[64];
     ProductOut out;
     out.acc = acc;
-    trit::kernels::bt_nib4_oneshot(bt(2, 4, k, bytes, nib), x, 1, 64, out, nullptr, lanes, rows, ahead);
+    trit::kernels::bt_nib4_oneshot(bt(2, 4, k, bytes, nib), x, 1, group, out, nullptr, lanes, rows,
+                                   ahead);
 }
 
 TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
     struct Case {
         int lanes, rows;
         int64_t k;
+        int64_t group = 64;
     };
-    // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1, 2 and 4, more than
-    // 16 pieces a lane and row (16384 columns over 16 lanes, one or two rows; 8256 over 16 lanes),
-    // more than 4 with four rows (4160 columns over 32 lanes, 2112 over 16: 5 pieces).
+    // 4 and 8 lanes, lanes that are no power of two or too many, rows other than 1, 2 and 4, more
+    // than 16 pieces a lane and row (16384 columns over 16 lanes, one or two rows; 8256 over 16
+    // lanes), more than 4 with four rows (4160 columns over 32 lanes, 2112 over 16: 5 pieces); 64
+    // lanes with one scale group or four rows.
     for (const Case& c : std::vector<Case>{{4, 1, 256},
                                            {8, 1, 256},
                                            {3, 1, 256},
-                                           {64, 1, 256},
+                                           {128, 1, 256},
+                                           {64, 1, 256, 256},
+                                           {64, 2, 8192, 1 << 20},
+                                           {64, 4, 256},
                                            {-1, 1, 256},
                                            {32, 3, 256},
                                            {32, 8, 256},
@@ -394,14 +465,16 @@ TEST(BtNib4OneshotContract, RejectsALaneCountThatCannotHoldTheRow) {
                                            {16, 1, 16384},
                                            {16, 2, 16384},
                                            {16, 2, 8256}}) {
-        SCOPED_TRACE(std::to_string(c.lanes) + " lanes, " + std::to_string(c.rows) + " rows, k = " +
-                     std::to_string(c.k));
-        expect_error(
-            [&] { oneshot_on_host(c.k, c.lanes, c.rows, -1); },
-            {"lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at most 16 pieces of 32 columns "
-             "a lane and row (4 with four rows)",
-             "got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) + " rows for " +
-                 std::to_string(c.k / 64) + " units"});
+        SCOPED_TRACE(std::to_string(c.lanes) + " lanes, " + std::to_string(c.rows) +
+                     " rows, k = " + std::to_string(c.k) + ", group = " + std::to_string(c.group));
+        expect_error([&] { oneshot_on_host(c.k, c.lanes, c.rows, -1, c.group); },
+                     {"lanes per row must be 16 or 32 and rows per lane group 1, 2 or 4, with at "
+                      "most 16 pieces of 32 columns "
+                      "a lane and row (4 with four rows), or, from int8 x with several scale "
+                      "groups, 64 lanes and 1 or 2 rows "
+                      "with at most 8",
+                      "got " + std::to_string(c.lanes) + " lanes and " + std::to_string(c.rows) +
+                          " rows for " + std::to_string(c.k / 64) + " units"});
     }
 }
 

@@ -74,7 +74,8 @@ constexpr int64_t kBtNib4OneshotMaxK = 16384;
 std::string bt_nib4_oneshot_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
 
 // Lanes per row and rows per lane group the launcher picks for n x k on a GPU of `sms` SMs, x int8
-// or (float_x) float: 32 lanes (16 for k <= 512); four rows where a lane then holds at most 4
+// or (float_x) float, where it does not run two warps a row (bt_nib4_oneshot_two_warps, below): 32
+// lanes (16 for k <= 512); four rows where a lane then holds at most 4
 // pieces a row and
 //   - int8 x: the nibbles are at most 32 KB an SM, or at most 48 KB an SM in a four-row grid of at
 //     most 2 blocks an SM (16 rows a block), or the two-row grid (8 rows a block) is more blocks

@@ -2,7 +2,8 @@
 // and fused epilogue bit-exact against the CPU references (computed from the bt bytes) over a
 // shape table (d = 1, 2; n = 1, odd, fewer rows than a block covers, tens of thousands of rows;
 // k from one unit to the 16384 limit; one group, groups of 64, 128, 192, 4096 and a partial last
-// group), every lane group (16 or 32 lanes, one, two or four rows) with every piece count per lane
+// group), every lane group (16 or 32 lanes and one, two or four rows; 64 lanes, two warps, and one
+// or two rows with several groups) with every piece count per lane
 // (full and partial last lanes, one and several groups), with and without the early reads of PDL,
 // at the codes' and x's extremes; with and without the scales' fp16 copy (ProductOut::w_scale_half:
 // read by the kernels that hold groups of 64's scales in registers, ignored by the others, the same

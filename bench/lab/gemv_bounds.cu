@@ -365,7 +365,8 @@ int read_wait_read_write_floors(int argc, char** argv, cudaStream_t s) {
 
 // `gemv_bounds floors FORMAT:M:NxK ...`: rw3's floor under PDL with the bytes `trit bench kernels`
 // counts for the call (docs/BENCHMARKS.md, sessions 25 and 36): W the weights and their scales
-// (tern2 n k / 4 + 4 n; tern24 3 n k / 16 + 4 n; bt2 nibbles and a scale per 64, 9 n k / 16;
+// (tern2 n k / 4 + 4 n; tern24 3 n k / 16 + 4 n; bt2 nibbles and a float scale per 64, 9 n k / 16;
+// bt2h the same with the scales' fp16 copy, ProductOut::w_scale_half, 17 n k / 32;
 // bin1_tern the bit plane, rows padded to 256 bits, a scale and a bias a row), A the int8 x and
 // its scales (m k + 4 m; bin1_tern two bit planes of x, 2 m ceil(k / 256) 32 + 4 m), OUT the
 // float y (4 m n). One line per case: format, m, n, k, the three byte counts and the floor in us.
@@ -388,11 +389,13 @@ int call_floors(int argc, char** argv, cudaStream_t s) {
             w = 3 * n * k / 16 + 4 * n;
         } else if (f == "bt2") {
             w = 9 * n * k / 16;
+        } else if (f == "bt2h") {
+            w = 17 * n * k / 32;
         } else if (f == "bin1_tern") {
             w = n * plane_row + 8 * n;
             a = 2 * m * plane_row + 4 * m;
         } else {
-            printf("unknown format '%s': expected tern2, tern24, bt2 or bin1_tern\n", format);
+            printf("unknown format '%s': expected tern2, tern24, bt2, bt2h or bin1_tern\n", format);
             return 1;
         }
         const int64_t out = 4 * m * n;

@@ -221,13 +221,10 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_grou
     const ex::Arrays arrays = ex::pack_codes(id, codes.data(), n, k);
     std::vector<float> scales(static_cast<size_t>(n * s.groups));
     const bool half_scales = id.kind == ex::WeightFormat::kBt && bt_half_scales;
-    std::vector<uint16_t> halves;
-    for (float& v : scales) {
+    for (float& v : scales)
         v = rng.uniform(0.005f, 0.02f);
-        if (!half_scales) continue;
-        halves.push_back(f32_to_f16_bits(v));
-        v = f16_bits_to_f32(halves.back());
-    }
+    const std::vector<uint16_t> halves =
+        half_scales ? round_to_f16(scales) : std::vector<uint16_t>{};
     std::vector<uint8_t> image;
     for (size_t i = 0; i < arrays.size(); ++i) {
         const int64_t off = append(image, arrays[i].data(), arrays[i].size());

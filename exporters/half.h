@@ -1,10 +1,11 @@
 // fp16 (IEEE binary16) and bf16 (bfloat16) conversions as raw uint16_t bit patterns: float -> 16
 // bits rounds to nearest, ties to even; overflow gives inf; NaN stays NaN (payload kept where it
-// fits). Header-only, no dependencies; the *_bits_* forms on integer bits are constexpr.
+// fits). Header-only, standard library only; the *_bits_* forms on integer bits are constexpr.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace trit {
 
@@ -85,6 +86,17 @@ inline uint16_t f32_to_bf16_bits(float f) {
 }
 inline float bf16_bits_to_f32(uint16_t b) {
     return f32_from_bits(bf16_bits_to_f32_bits(b));
+}
+
+// Rounds every value of v to fp16 in place (f32_to_f16_bits's rounding) and returns their fp16
+// bit patterns, entry for entry.
+inline std::vector<uint16_t> round_to_f16(std::vector<float>& v) {
+    std::vector<uint16_t> bits(v.size());
+    for (size_t e = 0; e < v.size(); ++e) {
+        bits[e] = f32_to_f16_bits(v[e]);
+        v[e] = f16_bits_to_f32(bits[e]);
+    }
+    return bits;
 }
 
 }  // namespace trit

@@ -800,7 +800,7 @@ inline bool nib4_two_warps(int64_t n, int64_t k, bool float_x, bool groups, int 
         const bool fits = resident > 0 && blocks <= resident;
         return pair_fits ||
                (formats::ceil_div(pieces, int64_t{kPairLanes}) <= kMaxPiecesPerLane / 4 &&
-                !(fits && pair_resident > 0 && !pair_fits));
+                !(fits && pair_resident > 0));
     }
     const int rows = nib4_rows(n, k, kWarp, false, sms);
     return 2 * formats::ceil_div(n, block_rows(false, k, kWarp, rows)) <= sms;

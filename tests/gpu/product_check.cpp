@@ -109,16 +109,6 @@ std::string describe(const ProductCase& c) {
 
 namespace {
 
-// Rounds v to fp16 values in place and returns their bits (ProductOut::w_scale_half).
-std::vector<uint16_t> round_to_half(std::vector<float>& v) {
-    std::vector<uint16_t> bits(v.size());
-    for (size_t e = 0; e < v.size(); ++e) {
-        bits[e] = f32_to_f16_bits(v[e]);
-        v[e] = f16_bits_to_f32(bits[e]);
-    }
-    return bits;
-}
-
 // Checks the case through `run(w, x, out, stream)`.
 template <typename Run>
 void check_case(const ProductCase& c, Run run) {
@@ -135,7 +125,7 @@ void check_case(const ProductCase& c, Run run) {
     std::vector<float> ws =
         random_floats(static_cast<size_t>(ws_rows * G), 1e-3f, 2e-2f, c.seed * 7 + 6);
     const std::vector<uint16_t> ws_half =
-        c.half_scales ? round_to_half(ws) : std::vector<uint16_t>{};
+        c.half_scales ? round_to_f16(ws) : std::vector<uint16_t>{};
     const std::vector<float> xs = random_floats(static_cast<size_t>(c.m), 1e-3f, 5e-2f, c.seed * 7 + 7);
     const std::vector<float> bias = random_floats(static_cast<size_t>(c.n), -1.0f, 1.0f, c.seed * 7 + 8);
     // The CPU runtime's epilogue (exporters/runtime_cpu.cpp), compiled without FP contraction.
@@ -274,7 +264,7 @@ std::vector<float> reference_y_from_float(const FromFloatCase& c) {
 }
 
 void use_half_scales(FromFloatCase& c) {
-    c.ws_half = round_to_half(c.ws);
+    c.ws_half = round_to_f16(c.ws);
 }
 
 std::vector<float> gpu_y_from_float(const FromFloatCase& c, bool* fused) {

@@ -316,7 +316,7 @@ __global__ void read_wait_read_write_kernel(const uint4* w, int64_t w16, const u
 // rotate through it so that they come from DRAM. Sets stride (bytes between copies) and count.
 uint8_t* make_ring(int64_t units16, int64_t& stride, int64_t& count) {
     stride = (units16 * 16 + 255) / 256 * 256;
-    count = (160ll << 20) / stride;
+    count = std::max<int64_t>((160ll << 20) / stride, 1);  // one copy past 160 MB: DRAM anyway
     uint8_t* ring;
     CK(cudaMalloc(&ring, count * stride));
     CK(cudaMemset(ring, 1, count * stride));
@@ -401,6 +401,7 @@ int call_floors(int argc, char** argv, cudaStream_t s) {
         const int64_t out = 4 * m * n;
         printf("%s %lld %lld %lld %lld %lld %lld %.2f\n", format, m, n, k, (long long)w,
                (long long)a, (long long)out, rw3_time(w, a, out, 1, s));
+        fflush(stdout);
     }
     return 0;
 }

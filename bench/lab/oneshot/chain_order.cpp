@@ -1,4 +1,5 @@
-// The order of warp_chain.patch against the finisher's, on the CPU: per round v of L lanes, lane
+// The order of the warp chains (chain_smem.patch, chain_pipe.patch; warp_chain.patch of session 41
+// by shuffles) against the finisher's, on the CPU: per round v of L lanes, lane
 // pair (2i, 2i + 1) holds unit i + v L / 2; lane parity q adds its round's terms from lanes 2i + q
 // in i order, lanes past the row's pieces giving +0; the finisher adds unit u's term in u order.
 // Random scales (signed zeros, +-3e38, denormals, NaN) and sums; every y bit for bit the same.

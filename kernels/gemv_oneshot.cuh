@@ -26,17 +26,21 @@
 //     adds up row t's terms in increasing g: kernels/product.h's epilogue, bit for bit. A chain
 //     of additions per row, run by the rows of a block side by side; the first version passed every
 //     term to the row's first lane by shuffle, a warp instruction per unit (session 27: 4096 x
-//     14336 17.98 us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib).
+//     14336 17.98 us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib);
+//   - groups of one unit in the staged kernels (kChain): no entries, barrier or finisher; each
+//     warp adds its rows' terms in the same order itself, a round of units at a time, through a
+//     small shared-memory buffer of the round's terms.
 // Several groups: the scale of group g is requested early by the lane holding the first piece of
 // the group's last unit, into a register (groups of one unit: from the scales' fp16 copy where
 // ProductOut::w_scale_half is given, half the bytes), or, in the 16-piece and staged kernels
 // (kCopiesScales), copied (cp.async) to the row's entries, where the finishing thread (groups of
-// one unit) or the block's threads (larger groups) multiply. One group: the row's scale is loaded
-// early into a register. Where the blocks an SM holds request many weights
-// (ahead()), a lane requests only its first D pieces early and each later one D ahead of its
-// products. From float x (kFloatX), every block first reduces x's
-// absmax and writes its int8 codes to shared memory with act_int8_quantize's arithmetic
-// (act_int8.cuh), and uses that scale in the epilogue.
+// one unit) or the block's threads (larger groups) multiply; the staged kernels' chain (groups of
+// one unit) loads the register pieces' scales to registers and copies the staged pieces' with them.
+// One group: the row's scale is loaded early into a register. Where the blocks an SM holds request
+// many weights (ahead()), a lane requests only its first D pieces early and each later one D ahead
+// of its products. From float x (kFloatX), every block first reduces x's absmax and writes its int8
+// codes to shared memory with act_int8_quantize's arithmetic (act_int8.cuh), and uses that scale in
+// the epilogue.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -237,9 +241,25 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     constexpr int kThreads = W * kWarp;
     constexpr int kV = V + S;  // pieces a lane per row
     constexpr bool kGroups = kG != Groups::kOne;
+    // The chain (kChain): the staged nibble kernels with groups of one unit, y written. Each lane
+    // group adds its rows' terms in column order itself, round by round as its products complete
+    // (round v: units v * L / 2 .. v * L / 2 + L / 2 - 1, one a lane pair), with no entries, block
+    // barrier or finisher: the finisher's arithmetic in its order, so y is the same bits
+    // (bench/lab/oneshot/chain_order.cpp checks the order on the CPU). Lane parity q adds row
+    // 2P + q (P < kChainRows; one row: row 0 in both lanes of a pair). Only the staged kernels: on
+    // the H200 (session 42, bt2, groups of 64, us, finisher / chain, the chain in every kernel of
+    // groups of one unit, bench/lab/oneshot/chain_smem.patch): staged, 4096 x 14336 11.04-11.34 /
+    // 10.80-10.82, 4096 x 11008 9.05-9.07 / 9.03; in registers, 4096 x 4096 3.67-3.69 / 4.14,
+    // 2560 x 2560 2.32-2.34 / 2.71-2.72, 6912 x 2560 4.00-4.01 / 4.04-4.05, 14336 x 4096 9.62-9.65
+    // / 9.49-9.50. Adding each round's terms by shuffles instead (18 a warp and round) was slower
+    // still on the one-wave grids (4096 x 4096 4.66-4.69).
+    constexpr bool kChain = kG == Groups::kUnit && L <= kWarp && Codec::kPieces == 2 && S > 0;
+    constexpr int kChainRows = R > 1 ? R / 2 : 1;
+    static_assert(!kChain || R == 2, "the chain runs in the staged kernels, two rows a lane group");
     // Several groups: the scales copied to shared memory by cp.async where registers are scarce
-    // (kCopiesScales), else loaded to registers.
-    constexpr bool kCopy = kGroups && kCopiesScales<V, R, S, kFloatX>;
+    // (kCopiesScales), else loaded to registers (kChain: those of the register pieces; the staged
+    // pieces' are copied with the piece).
+    constexpr bool kCopy = kGroups && !kChain && kCopiesScales<V, R, S, kFloatX>;
     // A lane group of 64 lanes spans two warps: several groups only, whose units' sums go to
     // shared memory (no shuffle crosses a warp; a unit's two pieces are adjacent lanes).
     static_assert(L <= kWarp || (kGroups && Codec::kPieces == 2),
@@ -265,8 +285,19 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     uint4 wv[R][V];
     // One group: the row's scale; several (not kCopy): the scale of the group a piece's unit ends
     // (with half_scales its fp16 bits, converted where the term is formed).
-    float ws[R][kGroups && !kCopy ? V : 1] = {};
-    float bias[kGroups ? 1 : R] = {};  // the bias of the lane group's rows, or of the finisher's row
+    float ws[kChain ? kChainRows : R][kGroups && !kCopy ? V : 1] = {};
+    // The bias of the lane group's rows, or of the finisher's row (kChain: of the lane's rows).
+    float bias[kChain ? kChainRows : kGroups ? 1 : R] = {};
+    // kChain: the row of the lane's P-th chain, and its staged pieces' scales (floats, copied with
+    // the piece into the entries' words, which kChain does not use: (ceil(pieces / L) - V) *
+    // kThreads words, fewer than kRows * units <= kRows * stride, as V >= 1 and kRows = 2 *
+    // kThreads / L).
+    auto chain_row = [&](int P) { return R > 1 ? 2 * P + (sub & 1) : 0; };
+    // kChain: two rounds' terms, [round & 1][P][lane group's first thread + parity * L / 2 + unit],
+    // and this lane's slot in them.
+    __shared__ __align__(16) float round_terms[kChain ? 2 * kChainRows * kThreads : 4];
+    const int term_slot = (t - sub) + (sub & 1) * (L / 2) + (sub >> 1);
+    float* const staged_scales = reinterpret_cast<float*>(entries);
     // The group whose scale a piece's lane requests (the piece is the first of its unit, which ends
     // the group), else -1; the same for the lane's R rows.
     auto scale_group = [&](int v) {
@@ -304,6 +335,18 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                     detail::cp_async16(staged + ((v - V) * R + r) * kThreads + t,
                                        a.codes + (ok ? j * row_bytes + p * 16 : 0), ok ? 16 : 0);
                 }
+                if constexpr (kChain) {
+                    if (y_out) {
+#pragma unroll
+                        for (int P = 0; P < kChainRows; ++P) {
+                            const int64_t j = block_row + local0 + chain_row(P);
+                            if (j < a.n)
+                                detail::cp_async4(
+                                    staged_scales + ((v - V) * kChainRows + P) * kThreads + t,
+                                    detail::epilogue_w_scale(a.out, j, a.groups) + p / kP);
+                        }
+                    }
+                }
             }
             detail::cp_async_commit();
         }
@@ -334,6 +377,24 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                 }
             }
             if (finisher && a.out.bias != nullptr) bias[0] = __ldg(a.out.bias + fin_j);
+        } else if constexpr (kChain) {
+#pragma unroll
+            for (int P = 0; P < kChainRows; ++P) {
+                const int64_t j = block_row + local0 + chain_row(P);
+                if (j >= a.n) continue;
+                const float* wsr = detail::epilogue_w_scale(a.out, j, a.groups);
+                const uint16_t* wsh =
+                    half_scales ? a.out.w_scale_half + (a.out.w_scale_rows == 1 ? 0 : j * a.groups)
+                                : nullptr;
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    const int p = sub + v * L;
+                    if (p >= a.pieces) continue;
+                    ws[P][v] = half_scales ? __uint_as_float(load_half_bits(wsh + p / kP))
+                                           : __ldg(wsr + p / kP);
+                }
+                if (sub < 2 && a.out.bias != nullptr) bias[P] = __ldg(a.out.bias + j);
+            }
         } else if constexpr (kGroups) {
             int g[V];
 #pragma unroll
@@ -391,7 +452,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     } else {
         // Read by the threads that write y only: one request a block (several groups: the
         // finishers, in warp 0) or a lane group.
-        if (y_out && (kGroups ? finisher : sub == 0)) sx = a.out.x_scale[0];
+        if (y_out && (kChain ? sub < 2 : kGroups ? finisher : sub == 0)) sx = a.out.x_scale[0];
     }
 
     // The int32 sum of each piece and row; x read once per piece for the R rows, the next piece's
@@ -404,6 +465,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         for (int q = 0; q < Codec::kXVecs; ++q) xv[q] = kFloatX ? xp[q] : __ldg(xp + q);
     };
     int sum[R][kV];
+    // kChain: the lane's rows' sums of terms so far (from +0: the pads' +0 terms leave them exact).
+    float chain_y[kChainRows] = {};
     uint4 xnext[Codec::kXVecs];
     load_x(0, xnext);
 #pragma unroll
@@ -416,21 +479,83 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
         const int p = sub + v * L;
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r][v] = 0;
-        if (p >= a.pieces) continue;  // lanes past the row's last piece hold zeros from here on
-        // A staged piece: its group done, the groups of the later pieces requested so far may be
-        // pending (session 28, 4096 x 14336: 15.21-15.32 us, against 15.32-15.35 waiting for all
-        // of them at the first). The scales' copies join the next group committed.
-        if (v >= V) {
-            const int last = kFirst < kV ? min(v + kFirst, kV - 1) : kV - 1;  // the last piece requested
-            detail::cp_async_wait_n(last - v, std::make_integer_sequence<int, S>{});
-        }
-        const typename Codec::X xq = Codec::prepare(xv);
+        if (p < a.pieces) {  // lanes past the row's last piece hold zeros from here on
+            // A staged piece: its group done, the groups of the later pieces requested so far may
+            // be pending (session 28, 4096 x 14336: 15.21-15.32 us, against 15.32-15.35 waiting for
+            // all of them at the first). The scales' copies join the next group committed.
+            if (v >= V) {
+                const int last =
+                    kFirst < kV ? min(v + kFirst, kV - 1) : kV - 1;  // the last piece requested
+                detail::cp_async_wait_n(last - v, std::make_integer_sequence<int, S>{});
+            }
+            const typename Codec::X xq = Codec::prepare(xv);
 #pragma unroll
         for (int r = 0; r < R; ++r)
             sum[r][v] = Codec::dot(v < V ? wv[r][v < V ? v : 0] : staged[((v - V) * R + r) * kThreads + t], xq);
+        }
+        if constexpr (kChain) {
+            // Round v's units in column order: unit i of the round is lane pair 2i, 2i + 1; each
+            // lane forms its pair's term for its row (w_scale * float(sum), as the finisher does),
+            // and lanes 0 and 1 add the round's L / 2 terms of their rows in order. Lanes past the
+            // row's pieces give +0, which leaves every sum of terms as it is (it starts at +0,
+            // never -0).
+            if (y_out && v * L < a.pieces) {
+#pragma unroll
+                for (int P = 0; P < kChainRows; ++P) {
+                    int s0 = sum[R > 1 ? 2 * P : 0][v];
+                    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+                    int s = s0;
+                    if constexpr (R > 1) {
+                        int s1 = sum[2 * P + 1][v];
+                        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+                        s = (sub & 1) ? s1 : s0;
+                    }
+                    float w;
+                    if (v < V) {
+                        w = ws[P][v < V ? v : 0];
+                        if (half_scales) w = half_bits_to_float(__float_as_uint(w));
+                    } else {  // copied with the piece, waited for above (lanes past the row's
+                              // pieces: none)
+                        w = p < a.pieces ? staged_scales[((v - V) * kChainRows + P) * kThreads + t]
+                                         : 0.0f;
+                    }
+                    const float term = p < a.pieces ? __fmul_rn(w, __int2float_rn(s)) : 0.0f;
+                    round_terms[((v & 1) * kChainRows + P) * kThreads + term_slot] = term;
+                }
+                // The round's terms through shared memory (two rounds' buffers: a buffer is written
+                // again two rounds on, after the next round's __syncwarp), read by the lanes that
+                // write y, four terms a load (16 shuffles a round measured slower: see kChain).
+                __syncwarp();
+                if (sub < 2) {
+#pragma unroll
+                    for (int P = 0; P < kChainRows; ++P) {
+                        const float4* q4 = reinterpret_cast<const float4*>(
+                            round_terms + ((v & 1) * kChainRows + P) * kThreads + (t - sub) +
+                            (sub & 1) * (L / 2));
+#pragma unroll
+                        for (int c = 0; c < L / 8; ++c) {
+                            const float4 q = q4[c];
+                            chain_y[P] = __fadd_rn(
+                                __fadd_rn(__fadd_rn(__fadd_rn(chain_y[P], q.x), q.y), q.z), q.w);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     if (a.late) detail::pdl_launch_dependents();  // late_launch()
+    if constexpr (kChain) {
+        if (y_out) {
+#pragma unroll
+            for (int P = 0; P < kChainRows; ++P) {
+                const int64_t j = block_row + local0 + chain_row(P);
+                if (sub < (R > 1 ? 2 : 1) && j < a.n)
+                    a.out.y[j] = __fadd_rn(__fmul_rn(chain_y[P], sx), bias[P]);
+            }
+            return;
+        }
+    }
     if constexpr (!kGroups) {
         // Integer sums are exact in any order: the lane group's L lanes (aligned runs of the warp) add up.
 #pragma unroll

@@ -285,6 +285,8 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     uint4 wv[R][V];
     // One group: the row's scale; several (not kCopy): the scale of the group a piece's unit ends
     // (with half_scales its fp16 bits, converted where the term is formed).
+    // (kChain: row P of the lane's P-th chain; the epilogue after the chain's return, which reads
+    // ws[r] for r < R, runs there only without y, where it reads no scale.)
     float ws[kChain ? kChainRows : R][kGroups && !kCopy ? V : 1] = {};
     // The bias of the lane group's rows, or of the finisher's row (kChain: of the lane's rows).
     float bias[kChain ? kChainRows : kGroups ? 1 : R] = {};
@@ -490,8 +492,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
             }
             const typename Codec::X xq = Codec::prepare(xv);
 #pragma unroll
-        for (int r = 0; r < R; ++r)
-            sum[r][v] = Codec::dot(v < V ? wv[r][v < V ? v : 0] : staged[((v - V) * R + r) * kThreads + t], xq);
+            for (int r = 0; r < R; ++r)
+                sum[r][v] = Codec::dot(
+                    v < V ? wv[r][v < V ? v : 0] : staged[((v - V) * R + r) * kThreads + t], xq);
         }
         if constexpr (kChain) {
             // Round v's units in column order: unit i of the round is lane pair 2i, 2i + 1; each

@@ -2,7 +2,8 @@
 // contract. The kernel is the one-shot GEMV of kernels/gemv_oneshot.cuh with the nibble codec
 // (two masks and two dp4a per 8 columns, 8 * the sum of x subtracted per piece): one int32 sum a
 // row for one scale group; for several, the units' terms (groups of 64 columns) or int32 sums
-// (groups of 64 e columns) added in column order by one thread per row from shared memory.
+// (groups of 64 e columns) added in column order by one thread per row from shared memory, or, in
+// the staged kernels with groups of 64 columns, by each warp for its rows (kChain).
 #include "kernels/bt_nib4.h"
 
 #include "core/error.h"

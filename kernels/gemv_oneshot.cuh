@@ -29,13 +29,15 @@
 //     14336 17.98 us against 16.98 in the lab, bench/lab/gemv_bounds.cu nib);
 //   - groups of one unit in the staged kernels (kChain): no entries, barrier or finisher; each
 //     warp adds its rows' terms in the same order itself, a round of units at a time, through a
-//     small shared-memory buffer of the round's terms.
+//     small shared-memory buffer of the round's terms, each round's adds inside the next round's
+//     products.
 // Several groups: the scale of group g is requested early by the lane holding the first piece of
 // the group's last unit, into a register (groups of one unit: from the scales' fp16 copy where
 // ProductOut::w_scale_half is given, half the bytes), or, in the 16-piece and staged kernels
 // (kCopiesScales), copied (cp.async) to the row's entries, where the finishing thread (groups of
 // one unit) or the block's threads (larger groups) multiply; the staged kernels' chain (groups of
-// one unit) loads the register pieces' scales to registers and copies the staged pieces' with them.
+// one unit) loads the register pieces' scales to registers and copies the staged pieces' with them
+// (as halves where given).
 // One group: the row's scale is loaded early into a register. Where the blocks an SM holds request
 // many weights (ahead()), a lane requests only its first D pieces early and each later one D ahead
 // of its products. From float x (kFloatX), every block first reduces x's absmax and writes its int8
@@ -252,7 +254,10 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     // 10.80-10.82, 4096 x 11008 9.05-9.07 / 9.03; in registers, 4096 x 4096 3.67-3.69 / 4.14,
     // 2560 x 2560 2.32-2.34 / 2.71-2.72, 6912 x 2560 4.00-4.01 / 4.04-4.05, 14336 x 4096 9.62-9.65
     // / 9.49-9.50. Adding each round's terms by shuffles instead (18 a warp and round) was slower
-    // still on the one-wave grids (4096 x 4096 4.66-4.69).
+    // still on the one-wave grids (4096 x 4096 4.66-4.69). Each round's adds inside the next
+    // round's products (session 43, bench/lab/oneshot/chain_pipe.patch; staged, 4096 x 14336 10.82
+    // -> 10.50-10.54, 4096 x 11008 9.01-9.06 -> 8.80-8.84; in every kernel of groups of one unit,
+    // 4096 x 4096 4.39, 2560 x 2560 2.79), then the staged pieces' scales as halves (10.44-10.49).
     constexpr bool kChain = kG == Groups::kUnit && L <= kWarp && Codec::kPieces == 2 && S > 0;
     constexpr int kChainRows = R > 1 ? R / 2 : 1;
     static_assert(!kChain || R == 2, "the chain runs in the staged kernels, two rows a lane group");
@@ -276,6 +281,12 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     // code compiled in but unused 0.2-0.9 us slower than without it (2.34 -> 2.58, 11.09 -> 11.97;
     // session 40, cause not found).
     const bool half_scales = kG == Groups::kUnit && !kCopy && a.out.w_scale_half != nullptr;
+    // kChain with halves: the staged pieces' scales copied as the aligned 4-byte word of halves
+    // that holds them (units 2i and 2i + 1 of a row; cp.async copies 4, 8 or 16 bytes), where
+    // every row's halves start 4-aligned (else the floats, as before).
+    const bool half_staged = kChain && half_scales &&
+                             (a.out.w_scale_rows == 1 || a.groups % 2 == 0) &&
+                             (reinterpret_cast<uintptr_t>(a.out.w_scale_half) & 3) == 0;
     // Several groups: thread t < kRows finishes the block's row t.
     const int64_t fin_j = block_row + t;
     const bool finisher = kGroups && t < kRows && fin_j < a.n;
@@ -290,8 +301,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     float ws[kChain ? kChainRows : R][kGroups && !kCopy ? V : 1] = {};
     // The bias of the lane group's rows, or of the finisher's row (kChain: of the lane's rows).
     float bias[kChain ? kChainRows : kGroups ? 1 : R] = {};
-    // kChain: the row of the lane's P-th chain, and its staged pieces' scales (floats, copied with
-    // the piece into the entries' words, which kChain does not use: (ceil(pieces / L) - V) *
+    // kChain: the row of the lane's P-th chain, and its staged pieces' scales (floats, or with
+    // half_staged the word of two halves that holds the scale, copied with the piece into the
+    // entries' words, which kChain does not use: (ceil(pieces / L) - V) *
     // kThreads words, fewer than kRows * units <= kRows * stride, as V >= 1 and kRows = 2 *
     // kThreads / L).
     auto chain_row = [&](int P) { return R > 1 ? 2 * P + (sub & 1) : 0; };
@@ -342,10 +354,17 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
 #pragma unroll
                         for (int P = 0; P < kChainRows; ++P) {
                             const int64_t j = block_row + local0 + chain_row(P);
-                            if (j < a.n)
+                            if (j >= a.n) continue;
+                            float* const dst =
+                                staged_scales + ((v - V) * kChainRows + P) * kThreads + t;
+                            if (half_staged)
+                                detail::cp_async4(dst,
+                                                  a.out.w_scale_half +
+                                                      (a.out.w_scale_rows == 1 ? 0 : j * a.groups) +
+                                                      (p / kP & ~1));
+                            else
                                 detail::cp_async4(
-                                    staged_scales + ((v - V) * kChainRows + P) * kThreads + t,
-                                    detail::epilogue_w_scale(a.out, j, a.groups) + p / kP);
+                                    dst, detail::epilogue_w_scale(a.out, j, a.groups) + p / kP);
                         }
                     }
                 }
@@ -469,6 +488,23 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     int sum[R][kV];
     // kChain: the lane's rows' sums of terms so far (from +0: the pads' +0 terms leave them exact).
     float chain_y[kChainRows] = {};
+    // kChain: adds round u's terms of the lane's rows to chain_y in column order, four terms a
+    // load. Only lanes 0 and 1 (y written) load; the others add +0, so that the call needs no
+    // branch of its own where it sits inside the next round's products.
+    auto add_round = [&](int u) {
+#pragma unroll
+        for (int P = 0; P < kChainRows; ++P) {
+            const float4* q4 = reinterpret_cast<const float4*>(
+                round_terms + ((u & 1) * kChainRows + P) * kThreads + (t - sub) +
+                (sub & 1) * (L / 2));
+#pragma unroll
+            for (int c = 0; c < L / 8; ++c) {
+                const float4 q = y_out && sub < 2 ? q4[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                chain_y[P] =
+                    __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(chain_y[P], q.x), q.y), q.z), q.w);
+            }
+        }
+    };
     uint4 xnext[Codec::kXVecs];
     load_x(0, xnext);
 #pragma unroll
@@ -482,6 +518,12 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r][v] = 0;
         if (p < a.pieces) {  // lanes past the row's last piece hold zeros from here on
+            // kChain: round v - 1's adds, with this round's products (they read the terms stored
+            // before the last __syncwarp), ahead of a staged piece's wait. Lanes 0 and 1 hold a
+            // piece in every round that has one (a unit is two pieces), so they skip none.
+            if constexpr (kChain) {
+                if (v > 0) add_round(v - 1);
+            }
             // A staged piece: its group done, the groups of the later pieces requested so far may
             // be pending (session 28, 4096 x 14336: 15.21-15.32 us, against 15.32-15.35 waiting for
             // all of them at the first). The scales' copies join the next group committed.
@@ -521,30 +563,21 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                               // pieces: none)
                         w = p < a.pieces ? staged_scales[((v - V) * kChainRows + P) * kThreads + t]
                                          : 0.0f;
+                        if (half_staged)
+                            w = half_bits_to_float(__float_as_uint(w) >> (p / kP & 1) * 16);
                     }
                     const float term = p < a.pieces ? __fmul_rn(w, __int2float_rn(s)) : 0.0f;
                     round_terms[((v & 1) * kChainRows + P) * kThreads + term_slot] = term;
                 }
-                // The round's terms through shared memory (two rounds' buffers: a buffer is written
-                // again two rounds on, after the next round's __syncwarp), read by the lanes that
-                // write y, four terms a load (16 shuffles a round measured slower: see kChain).
+                // The round's terms through shared memory, added in the next round (add_round):
+                // two rounds' buffers, as a buffer is written again two rounds on, after the
+                // __syncwarp that ends the round whose products read it.
                 __syncwarp();
-                if (sub < 2) {
-#pragma unroll
-                    for (int P = 0; P < kChainRows; ++P) {
-                        const float4* q4 = reinterpret_cast<const float4*>(
-                            round_terms + ((v & 1) * kChainRows + P) * kThreads + (t - sub) +
-                            (sub & 1) * (L / 2));
-#pragma unroll
-                        for (int c = 0; c < L / 8; ++c) {
-                            const float4 q = q4[c];
-                            chain_y[P] = __fadd_rn(
-                                __fadd_rn(__fadd_rn(__fadd_rn(chain_y[P], q.x), q.y), q.z), q.w);
-                        }
-                    }
-                }
             }
         }
+    }
+    if constexpr (kChain) {  // the last round's adds
+        if (y_out) add_round(min(kV - 1, (a.pieces - 1) / L));
     }
 
     if (a.late) detail::pdl_launch_dependents();  // late_launch()

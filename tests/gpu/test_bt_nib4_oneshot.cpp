@@ -134,6 +134,40 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
     }
 }
 
+TEST_F(BtNib4Oneshot, StagedRowsReadTheScalesHalvesWhereAlignedElseTheFloats) {
+    // A lane group of 32 lanes and two rows with more than 8 pieces a lane and row (k > 8192:
+    // staged pieces), groups of 64, the fp16 copy given: the staged pieces' scales come as the
+    // 4-byte word of two halves where every row's halves start 4-byte aligned (an even number of
+    // groups, or one row of scales, and an aligned copy), else as floats. Each case must give the
+    // reference's y bit for bit, with every piece requested first and 4 ahead of the products.
+    struct Shape {
+        int64_t n, k, offset;
+        bool per_tensor;
+    };
+    const std::vector<Shape> shapes = {
+        {37, 14336, 0, false},  // 224 groups a row: halves
+        {37, 14336, 1, false},  // the copy 2 bytes off 4-byte alignment: floats
+        {37, 14336, 2, false},  // 4-byte aligned, off 16: halves
+        {37, 14272, 0, false},  // 223 groups: odd rows misaligned, floats
+        {37, 14272, 0, true},   // 223 groups, one row of scales for every row: halves
+        {37, 16384, 3, true},   // misaligned copy, one row of scales: floats
+    };
+    uint64_t seed = 5600;
+    const trit::gputest::ProductLauncher launchers[] = {oneshot_shape<32, 2>,
+                                                        oneshot_shape<32, 2, 4>};
+    for (const trit::gputest::ProductLauncher launch : launchers) {
+        for (const Shape& sh : shapes) {
+            ProductCase c = bt_case(2, sh.n, sh.k, 64, ++seed);
+            c.half_scales = true;
+            c.out_offset = sh.offset;
+            c.per_tensor_scale = sh.per_tensor;
+            SCOPED_TRACE(trit::gputest::describe(c));
+            trit::gputest::check_product_case(c, launch);
+            if (::testing::Test::HasFailure()) return;
+        }
+    }
+}
+
 TEST_F(BtNib4Oneshot, ExtremeCodesAndXStayExact) {
     // x = -128 everywhere and codes in [-4, 4]: a unit's high-nibble sum reaches 32 * 192 * 128.
     for (int64_t group : {int64_t{64}, int64_t{16384}}) {

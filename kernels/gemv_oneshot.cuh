@@ -283,9 +283,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
     const bool half_scales = kG == Groups::kUnit && !kCopy && a.out.w_scale_half != nullptr;
     // kChain with halves: the staged pieces' scales copied as the aligned 4-byte word of halves
     // that holds them (units 2i and 2i + 1 of a row; cp.async copies 4, 8 or 16 bytes), where
-    // every row's halves start 4-aligned (else the floats, as before).
-    const bool half_staged = kChain && half_scales &&
-                             (a.out.w_scale_rows == 1 || a.groups % 2 == 0) &&
+    // the copy is 4-byte aligned and a row has an even number of groups: every row's halves then
+    // start 4-byte aligned, and no word reaches past the row's last half (else the floats).
+    const bool half_staged = kChain && half_scales && a.groups % 2 == 0 &&
                              (reinterpret_cast<uintptr_t>(a.out.w_scale_half) & 3) == 0;
     // Several groups: thread t < kRows finishes the block's row t.
     const int64_t fin_j = block_row + t;

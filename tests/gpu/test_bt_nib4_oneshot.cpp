@@ -137,9 +137,10 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
 TEST_F(BtNib4Oneshot, StagedRowsReadTheScalesHalvesWhereAlignedElseTheFloats) {
     // A lane group of 32 lanes and two rows with more than 8 pieces a lane and row (k > 8192:
     // staged pieces), groups of 64, the fp16 copy given: the staged pieces' scales come as the
-    // 4-byte word of two halves where every row's halves start 4-byte aligned (an even number of
-    // groups, or one row of scales, and an aligned copy), else as floats. Each case must give the
-    // reference's y bit for bit, with every piece requested first and 4 ahead of the products.
+    // 4-byte word of two halves where the copy is 4-byte aligned and a row has an even number of
+    // groups, else as floats. Each case must give the reference's y bit for bit (and stay inside
+    // the scales' arrays under compute-sanitizer), with every piece requested first and 4 ahead
+    // of the products.
     struct Shape {
         int64_t n, k, offset;
         bool per_tensor;
@@ -148,8 +149,9 @@ TEST_F(BtNib4Oneshot, StagedRowsReadTheScalesHalvesWhereAlignedElseTheFloats) {
         {37, 14336, 0, false},  // 224 groups a row: halves
         {37, 14336, 1, false},  // the copy 2 bytes off 4-byte alignment: floats
         {37, 14336, 2, false},  // 4-byte aligned, off 16: halves
-        {37, 14272, 0, false},  // 223 groups: odd rows misaligned, floats
-        {37, 14272, 0, true},   // 223 groups, one row of scales for every row: halves
+        {37, 14336, 0, true},   // one row of scales for every row: halves
+        {37, 14272, 0, false},  // 223 groups (odd rows' halves misaligned): floats
+        {37, 14272, 0, true},   // 223 groups, one row of scales (a word past its end): floats
         {37, 16384, 3, true},   // misaligned copy, one row of scales: floats
     };
     uint64_t seed = 5600;

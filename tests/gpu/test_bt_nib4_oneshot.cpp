@@ -137,10 +137,12 @@ TEST_F(BtNib4Oneshot, EveryLaneGroupAndPiecesPerLane) {
 TEST_F(BtNib4Oneshot, StagedRowsReadTheScalesHalvesWhereAlignedElseTheFloats) {
     // A lane group of 32 lanes and two rows with more than 8 pieces a lane and row (k > 8192:
     // staged pieces), groups of 64, the fp16 copy given: the staged pieces' scales come as the
-    // 4-byte word of two halves where the copy is 4-byte aligned and a row has an even number of
-    // groups, else as floats. Each case must give the reference's y bit for bit (and stay inside
-    // the scales' arrays under compute-sanitizer), with every piece requested first and 4 ahead
-    // of the products.
+    // 4-byte word of two halves where the copy is 4-byte aligned and every row's halves start
+    // 4-byte aligned (one row of scales, or an even number of groups), else as floats; with one
+    // row of an odd number of groups, whose last word would reach past the array, launch() passes
+    // no fp16 copy. Each case must give the reference's y bit for bit (and stay inside the scales'
+    // arrays under compute-sanitizer), with every piece requested first and 4 ahead of the
+    // products.
     struct Shape {
         int64_t n, k, offset;
         bool per_tensor;
@@ -151,7 +153,7 @@ TEST_F(BtNib4Oneshot, StagedRowsReadTheScalesHalvesWhereAlignedElseTheFloats) {
         {37, 14336, 2, false},  // 4-byte aligned, off 16: halves
         {37, 14336, 0, true},   // one row of scales for every row: halves
         {37, 14272, 0, false},  // 223 groups (odd rows' halves misaligned): floats
-        {37, 14272, 0, true},   // 223 groups, one row of scales (a word past its end): floats
+        {37, 14272, 0, true},   // 223 groups, one row of scales: no fp16 copy given, floats
         {37, 16384, 3, true},   // misaligned copy, one row of scales: floats
     };
     uint64_t seed = 5600;

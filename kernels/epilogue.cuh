@@ -20,6 +20,12 @@ __device__ __forceinline__ const float* epilogue_w_scale(const ProductOut& o, in
     return o.w_scale + (o.w_scale_rows == 1 ? 0 : j * groups);
 }
 
+// The same row in the scales' fp16 copy (ProductOut::w_scale_half).
+__device__ __forceinline__ const uint16_t* epilogue_w_scale_half(const ProductOut& o, int64_t j,
+                                                                 int64_t groups) {
+    return o.w_scale_half + (o.w_scale_rows == 1 ? 0 : j * groups);
+}
+
 // y[i][j] from the finished group sum s.
 __device__ __forceinline__ float epilogue_finish(const ProductOut& o, float s, int64_t i,
                                                  int64_t j) {

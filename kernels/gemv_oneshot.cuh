@@ -364,10 +364,9 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                             float* const dst =
                                 staged_scales + ((v - V) * kChainRows + P) * kThreads + t;
                             if (half_staged)
-                                detail::cp_async4(dst,
-                                                  a.out.w_scale_half +
-                                                      (a.out.w_scale_rows == 1 ? 0 : j * a.groups) +
-                                                      (p / kP & ~1));
+                                detail::cp_async4(
+                                    dst, detail::epilogue_w_scale_half(a.out, j, a.groups) +
+                                             (p / kP & ~1));
                             else
                                 detail::cp_async4(
                                     dst, detail::epilogue_w_scale(a.out, j, a.groups) + p / kP);
@@ -411,8 +410,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                 if (j >= a.n) continue;
                 const float* wsr = detail::epilogue_w_scale(a.out, j, a.groups);
                 const uint16_t* wsh =
-                    half_scales ? a.out.w_scale_half + (a.out.w_scale_rows == 1 ? 0 : j * a.groups)
-                                : nullptr;
+                    half_scales ? detail::epilogue_w_scale_half(a.out, j, a.groups) : nullptr;
 #pragma unroll
                 for (int v = 0; v < V; ++v) {
                     const int p = sub + v * L;
@@ -431,8 +429,7 @@ __global__ void __launch_bounds__(W* kWarp, (kMinBlocks<Codec, V, R, S, W>)) ker
                 const int64_t j = block_row + local0 + r;
                 if (j >= a.n) continue;
                 if (half_scales) {
-                    const uint16_t* wsh =
-                        a.out.w_scale_half + (a.out.w_scale_rows == 1 ? 0 : j * a.groups);
+                    const uint16_t* wsh = detail::epilogue_w_scale_half(a.out, j, a.groups);
 #pragma unroll
                     for (int v = 0; v < V; ++v)
                         ws[r][v] = g[v] >= 0 ? __uint_as_float(load_half_bits(wsh + g[v])) : 0.0f;

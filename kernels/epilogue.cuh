@@ -14,9 +14,31 @@ __device__ __forceinline__ float epilogue_add(float s, float w_scale, int32_t ac
     return __fadd_rn(s, __fmul_rn(w_scale, __int2float_rn(acc)));
 }
 
-// Row of weight scales for output j (G entries).
-__device__ __forceinline__ const float* epilogue_w_scale(const ProductOut& o, int64_t j,
-                                                          int64_t groups) {
+// ProductOut less its fp16 scale copy (ProductOut::w_scale_half), field for field: the kernel
+// parameter of the streaming GEMVs (kernels/gemv_stream.cu), which never read halves. With the copy
+// in their parameter (8 bytes more) nvcc 13.0 reached the parameter through a generic address and
+// changed every streaming kernel's code; with this one their PTX is what it was before the copy.
+// H200, m = 1 on 128256 x 4096 (docs/BENCHMARKS.md, session 45): tern24 29.65-29.85 us against
+// 30.54-30.57 (8.01-8.08x cuBLAS FP16 against 7.84-7.92x), tern2 34.74-34.79 against 34.45-34.55.
+struct EpilogueOut {
+    int32_t* acc = nullptr;
+    float* y = nullptr;
+    const float* w_scale = nullptr;
+    int64_t w_scale_rows = 1;
+    const float* x_scale = nullptr;
+    int64_t x_scale_rows = 1;
+    const float* bias = nullptr;
+};
+
+inline EpilogueOut epilogue_out(const ProductOut& o) {
+    return EpilogueOut{o.acc, o.y, o.w_scale, o.w_scale_rows, o.x_scale, o.x_scale_rows, o.bias};
+}
+static_assert(sizeof(EpilogueOut) + sizeof(ProductOut::w_scale_half) == sizeof(ProductOut),
+              "EpilogueOut holds every field of ProductOut but w_scale_half: update both");
+
+// Row of weight scales for output j (G entries); Out: ProductOut or EpilogueOut.
+template <class Out>
+__device__ __forceinline__ const float* epilogue_w_scale(const Out& o, int64_t j, int64_t groups) {
     return o.w_scale + (o.w_scale_rows == 1 ? 0 : j * groups);
 }
 

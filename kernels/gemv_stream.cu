@@ -309,7 +309,7 @@ struct Args {
     bool halves;         // groups of 64 (Codec::kHalves): a partial per half chunk
     bool prefetch;       // read the first tile's weights, scales and bias before pdl_wait()
     bool late;           // let the next kernel launch once x is loaded, not before pdl_wait()
-    ProductOut out;
+    detail::EpilogueOut out;  // the kernels read no fp16 scales
 };
 
 // A thread's chunks of one tile: kRows rows.
@@ -677,7 +677,7 @@ void launch(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                "gemv_stream: ", a.slots * kRows * m, " outputs of ", a.groups, " groups exceed the tile's terms");
     a.prefetch = w.pdl;
     a.late = w.pdl && late;
-    a.out = out;
+    a.out = detail::epilogue_out(out);
     const int threads = a.slots * a.team;
     const int64_t tiles = fmt::ceil_div(w.n, int64_t{a.slots} * kRows);
     const bool warp_team = a.groups == 1 && a.team == kWarp;

@@ -36,12 +36,12 @@ shift $((OPTIND - 1))
 BASE=$1
 OTHER=${2:-}
 
-NVCC=${TRIT_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[[ -x $NVCC ]] || { echo "ptx-diff: no nvcc (looked for TRIT_NVCC, nvcc on PATH, $NVCC)" >&2; exit 1; }
 for rev in "$BASE" ${OTHER:+"$OTHER"}; do
     git rev-parse --verify --quiet "$rev^{commit}" >/dev/null ||
         { echo "ptx-diff: '$rev' is not a git revision here" >&2; exit 2; }
 done
+NVCC=${TRIT_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[[ -x $NVCC ]] || { echo "ptx-diff: no nvcc (looked for TRIT_NVCC, nvcc on PATH, $NVCC)" >&2; exit 1; }
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

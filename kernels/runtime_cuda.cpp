@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "exporters/format_table.h"
 #include "exporters/formats/tbits.h"
 #include "exporters/formats/tern2.h"
 #include "exporters/half.h"
@@ -30,7 +32,9 @@ struct CudaModel::Layer {
     bool level_act = false;         // ternary / bool activations (BWTA) with the file's scale
     exporters::PackedActQuantizer act;
     bool b1 = false;                // level_act on the b1 GEMM (bin1, one scale group, sm_80+)
-    int64_t group = 0, groups = 1;  // scale groups along in
+    bool as_tern2 = false;          // bin1 off the b1 GEMM: its +-1 codes packed as tern2 (a, w)
+    int64_t group = 0, groups = 1;  // scale groups along in (along k where the rows are padded)
+    int64_t k = 0;                  // the packed rows' length: in, or in padded (int8 activations)
     PackedWeights w;                // packed layers: device pointers into a, b
     torch::Tensor act_scale;        // level_act: float32 (1), s_A
     torch::Tensor w_plane;          // b1: the bin1 codes as a tbits binary plane, int32 (out, words)
@@ -65,6 +69,29 @@ torch::Tensor upload_floats(const std::vector<float>& v, std::vector<int64_t> sh
     return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32).to(d);
 }
 
+// Every fast int8 product asks k % kPadCols == 0 (kernels/product.h); a layer whose in is not a
+// multiple runs them on rows padded with zero codes, its input padded with zero columns.
+constexpr int64_t kPadCols = 64;
+
+// The packed length of an int8-activation layer's rows: in, or in rounded up to kPadCols where
+// the padding keeps the scale groups (one group, or groups of a multiple of kPadCols columns).
+int64_t padded_k(const exporters::PackedLayer& p, int64_t group, int64_t groups) {
+    const int64_t k = (p.in + kPadCols - 1) / kPadCols * kPadCols;
+    return groups == 1 || group % kPadCols == 0 ? k : p.in;
+}
+
+// The layer's codes packed as `f` (its own format, or tern2 for bin1's +-1 codes), each row
+// followed by k - in zero codes: they add 0 to every sum, so the int32 accumulators and the fused
+// epilogue's y are those of the file's layer.
+exporters::Arrays repack_rows(const exporters::PackedLayer& p, exporters::FormatId f, int64_t k) {
+    std::vector<int8_t> codes(static_cast<size_t>(p.out * p.in));
+    exporters::unpack_codes(p.format, p.packed, p.out, p.in, codes.data());
+    std::vector<int8_t> padded(static_cast<size_t>(p.out * k), 0);
+    for (int64_t r = 0; r < p.out; ++r)
+        std::copy_n(codes.data() + r * p.in, p.in, padded.data() + r * k);
+    return exporters::pack_codes(f, padded.data(), p.out, k);
+}
+
 }  // namespace
 
 CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : device_(torch::kCUDA, 0) {
@@ -88,6 +115,7 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
         l->format = p.format;
         l->out = p.out;
         l->in = p.in;
+        l->k = p.in;
         if (!p.bias.empty()) l->bias = upload_floats(p.bias, {p.out}, device_);
         if (!p.format.packed()) {
             l->weight = upload_floats(p.weight, {p.out, p.in}, device_);
@@ -108,36 +136,52 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
                     .to(device_);
         }
         if (l->int8_act || l->level_act) {
-            l->a = upload_bytes(p.packed[0], p.out, device_);
-            if (p.packed.size() > 1) l->b = upload_bytes(p.packed[1], p.out, device_);
-            l->w.format = kernel_format(p.format);
+            // The b1 GEMM takes bin1 weights with one scale group on sm_80+ (ternary or bool
+            // activations); other bin1 layers run the tern2 kernels on their +-1 codes packed as
+            // tern2 (2 bits a weight on the device), as no int8 kernel takes bin1.
+            const bool bin1 = p.format.kind == exporters::WeightFormat::kBin1;
+            l->b1 = l->level_act && bin1 && l->groups == 1 && major >= 8;
+            l->as_tern2 = bin1 && !l->b1;
+            if (l->int8_act) l->k = padded_k(p, l->group, l->groups);
+            if (l->k != p.in && l->groups == 1) l->group = l->k;  // still one group
+            const exporters::FormatId f =
+                l->as_tern2 ? exporters::FormatId{exporters::WeightFormat::kTern2, 0} : p.format;
+            const bool repack = l->k != p.in || l->as_tern2;
+            const exporters::Arrays repacked =
+                repack ? repack_rows(p, f, l->k) : exporters::Arrays{};
+            const exporters::Arrays& arrays = repack ? repacked : p.packed;
+            l->a = upload_bytes(arrays[0], p.out, device_);
+            if (arrays.size() > 1) l->b = upload_bytes(arrays[1], p.out, device_);
+            l->w.format = kernel_format(f);
             l->w.depth = static_cast<int>(p.format.depth);
             l->w.a = l->a.data_ptr<uint8_t>();
             l->w.b = l->b.defined() ? l->b.data_ptr<uint8_t>() : nullptr;
             l->w.n = p.out;
-            l->w.k = p.in;
+            l->w.k = l->k;
             l->w.pdl = true;  // uploaded once here, never written by a kernel
             if (l->int8_act && l->w.format == Format::kTern24) {
                 // The dense path (kernels/tern24_dense.h: from 2 tokens, and for 1 on small layers):
                 // the codes once more as tern2 (2 bits a weight).
-                l->dense = torch::empty({p.out, formats::tern2_row_bytes(p.in)},
-                                        torch::TensorOptions().dtype(torch::kUInt8).device(device_));
-                tern24_to_tern2(l->w.a, l->w.b, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));
+                l->dense =
+                    torch::empty({p.out, formats::tern2_row_bytes(l->k)},
+                                 torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+                tern24_to_tern2(l->w.a, l->w.b, p.out, l->k, l->dense.data_ptr<uint8_t>(),
+                                current_stream(device_));
                 l->w.dense = l->dense.data_ptr<uint8_t>();
             }
             if (l->int8_act && l->w.format == Format::kBt && l->w.depth <= kBtNib4MaxDepth) {
                 // The one-token GEMV's nibbles (4 bits a weight; the bt bytes stay for m > 1).
-                l->dense = torch::empty({p.out, bt_nib4_row_bytes(p.in)},
-                                        torch::TensorOptions().dtype(torch::kUInt8).device(device_));
-                bt_to_nib4(l->w.a, l->w.depth, p.out, p.in, l->dense.data_ptr<uint8_t>(), current_stream(device_));
+                l->dense =
+                    torch::empty({p.out, bt_nib4_row_bytes(l->k)},
+                                 torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+                bt_to_nib4(l->w.a, l->w.depth, p.out, l->k, l->dense.data_ptr<uint8_t>(),
+                           current_stream(device_));
                 l->w.dense = l->dense.data_ptr<uint8_t>();
             }
             if (l->level_act) {
                 l->act = p.act;
                 l->act_scale = upload_floats({p.act.scale}, {1}, device_);
-                // The b1 GEMM takes bin1 weights with one scale group on sm_80+; the other
-                // formats and per-group scales take the int8 products (the codes as int8).
-                l->b1 = p.format.kind == exporters::WeightFormat::kBin1 && l->groups == 1 && major >= 8;
+                // Without the b1 GEMM: the int8 products on the grid's codes.
                 if (l->b1) {
                     l->w_plane = torch::empty({p.out, formats::tbits_row_words(p.in)},
                                               torch::TensorOptions().dtype(torch::kInt32).device(device_));
@@ -218,9 +262,11 @@ torch::Tensor CudaModel::layer_forward(const Layer& l, const torch::Tensor& x) c
     torch::Tensor y = torch::empty({m, l.out}, x.options());
     if (m == 0) return y;
     // int8 per-token quantization and the product: one launch where a kernel fuses them (tern2, one
-    // token, kernels/product.h), else the quantizer into q and sx, then the product.
-    const torch::Tensor xc = x.contiguous();
-    torch::Tensor q = torch::empty({m, l.in}, x.options().dtype(torch::kInt8));
+    // token, kernels/product.h), else the quantizer into q and sx, then the product. Padded rows
+    // take x with zero columns: its per-token absmax, so its codes and scale, are x's.
+    const torch::Tensor xc =
+        l.k != l.in ? torch::constant_pad_nd(x, {0, l.k - l.in}) : x.contiguous();
+    torch::Tensor q = torch::empty({m, l.k}, x.options().dtype(torch::kInt8));
     torch::Tensor sx = torch::empty({m}, x.options());
     ProductOut out;
     out.y = y.data_ptr<float>();
@@ -328,6 +374,10 @@ std::vector<std::string> CudaModel::describe(int64_t m) const {
             choose_path(l->w, x, m, l->group, &why);
             s += why;
         }
+        if (l->as_tern2) s += " (the bin1 codes as tern2)";
+        if (l->k != l->in)
+            s += " (k padded from " + std::to_string(l->in) + " to " + std::to_string(l->k) +
+                 " with zero weights)";
         lines.push_back(s);
     }
     return lines;

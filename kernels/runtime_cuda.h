@@ -3,14 +3,20 @@
 // (exporters/runtime_cpu.h), layer for layer:
 //   - packed layers with int8 activations: kernels::act_int8_quantize, then kernels::product with
 //     the fused epilogue (the dispatcher picks the kernel by format and shape). Both are bit-exact
-//     with the CPU reference, so these layers give the CPU runtime's logits bit for bit;
+//     with the CPU reference, so these layers give the CPU runtime's logits bit for bit. Every
+//     fast kernel asks k % 64 == 0: a layer whose in is not a multiple of 64 is packed at load
+//     with each row padded by zero codes to the next multiple (where that keeps its scale
+//     groups) and its input padded with zero columns, which change no code, no scale and no
+//     sum. No int8 kernel takes bin1: its +-1 codes are packed as tern2 at load (2 bits a
+//     weight on the device) and run the tern2 kernels, the same sums;
 //   - packed layers with ternary or bool (BWTA) activations and one per-tensor scale s_A: bin1
 //     weights with one scale group (tensor or channel) run the fused quantize + bit-pack
 //     (tbits_quantize_ternary / _bool) and the b1 tensor-core GEMM (bin1_gemm bin_tern / bool_bin)
-//     with the fused epilogue (acc * s_w) * s_A + b, whose bin1 weights are repacked once to a tbits
-//     plane at load; other formats, per-group scales and devices below sm_80 quantize to int8 codes
-//     (LibTorch) and run kernels::product. Exact integer sums and the same epilogue: bit for bit
-//     the CPU reference, NaN rows included (an input row holding a NaN gives a NaN output row);
+//     with the fused epilogue (acc * s_w) * s_A + b, whose bin1 weights are repacked once to a
+//     tbits plane at load; other formats, per-group scales and devices below sm_80 quantize to int8
+//     codes (LibTorch) and run kernels::product (bin1 as tern2, above). Exact integer sums and the
+//     same epilogue: bit for bit the CPU reference, NaN rows included (an input row holding a NaN
+//     gives a NaN output row);
 //   - packed layers without activation quantization: the codes are unpacked once to a float
 //     matrix on the device and multiplied per scale group by LibTorch (cuBLAS): float sums in
 //     another order, so within rounding of the CPU runtime, not bit-exact;
@@ -59,7 +65,9 @@ class CudaModel {
     std::shared_ptr<Model> module() const { return module_; }
 
     // Which kernel each packed layer runs for a batch of m rows (for reports), e.g.
-    // "fc1 tern2 gemv" or "fc1 tern2 generic (gemv declined: k must be a multiple of 64)".
+    // "fc2 tern2 gemm: m in [1, inf] and its contract holds" or "head float (LibTorch linear)",
+    // with " (the bin1 codes as tern2)" and " (k padded from 784 to 832 with zero weights)" where
+    // they apply.
     std::vector<std::string> describe(int64_t m) const;
 
     c10::Device device() const { return device_; }

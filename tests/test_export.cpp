@@ -9,22 +9,24 @@
 
 #include <fstream>
 #include <functional>
+#include <random>
 
 #include "core/act_quant.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/quant_linear.h"
+#include "exporters/format_table.h"
 #include "exporters/h5.h"
 #include "exporters/model_file.h"
 #include "exporters/pack.h"
 #include "exporters/reference.h"
 #include "exporters/runtime_cpu.h"
 #include "quantizers/layer_selection.h"
+#include "tests/support/model_files.h"
 #include "tests/support/process.h"
 #include "tests/support/tiny_run.h"
 #include "trainers/checkpoint.h"
 #include "trainers/trainer.h"
-#include "tests/support/model_files.h"
 
 namespace trit {
 namespace {
@@ -145,6 +147,47 @@ TEST_F(ExportTest, AccumulatorsEqualExactIntegerProduct) {
                 for (int64_t j = 0; j < l.out; ++j)
                     ASSERT_EQ(acc[(i * l.out + j) * G + g], exact[i][j].item<int64_t>())
                         << f << " example " << i << " output " << j << " group " << g;
+        }
+    }
+}
+
+// What the GPU runtime relies on when it repacks a layer at load (kernels/runtime_cuda.h): rows
+// padded with zero codes to a multiple of 64 columns, with x padded by zero columns, and bin1's
+// +-1 codes packed as tern2, give the file's int32 accumulators group for group.
+TEST(PackedRows, ZeroPaddedRowsAndBin1AsTern2KeepTheAccumulators) {
+    std::mt19937 rng(5);
+    for (const char* name : {"tern2", "tern24", "bin1", "bt1", "bt2", "bt3", "bt4"}) {
+        const FormatId f = exporters::parse_format(name);
+        const FormatId g =
+            f.kind == exporters::WeightFormat::kBin1 ? exporters::parse_format("tern2") : f;
+        const int max_code = static_cast<int>(exporters::format_max_code(f));
+        for (const int64_t k : {49, 96, 100, 784}) {
+            const int64_t n = 7, m = 3, kp = (k + 63) / 64 * 64;
+            std::vector<int8_t> c(n * k), cp(n * kp, 0), x(m * k), xp(m * kp, 0);
+            for (int64_t e = 0; e < n * k; ++e) {
+                const int64_t j = e % k;
+                int v = static_cast<int>(rng() % (2 * max_code + 1)) - max_code;
+                if (f.kind == exporters::WeightFormat::kBin1) v = rng() % 2 != 0 ? 1 : -1;
+                if (f.kind == exporters::WeightFormat::kTern24 && j % 4 < 2) v = 0;  // 2:4
+                c[e] = static_cast<int8_t>(v);
+                cp[e / k * kp + j] = c[e];
+            }
+            for (int64_t e = 0; e < m * k; ++e) {
+                x[e] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+                xp[e / k * kp + e % k] = x[e];
+            }
+            // One group a row (the padded layer's group becomes kp), and groups of 64 (bt's).
+            for (const int64_t group : {k, int64_t{64}}) {
+                SCOPED_TRACE(std::string(name) + " k=" + std::to_string(k) +
+                             " group=" + std::to_string(group));
+                const int64_t G = (k + group - 1) / group;
+                std::vector<int32_t> want(m * n * G), got(m * n * G);
+                exporters::gemm_int8(f, exporters::pack_codes(f, c.data(), n, k), n, k, x.data(), m,
+                                     group, want.data());
+                exporters::gemm_int8(g, exporters::pack_codes(g, cp.data(), n, kp), n, kp,
+                                     xp.data(), m, group == k ? kp : group, got.data());
+                EXPECT_EQ(got, want);
+            }
         }
     }
 }

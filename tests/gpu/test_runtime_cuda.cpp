@@ -24,6 +24,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // An untrained MLP of `recipe_yaml` exported to `format` (its weights: the seeded init).
 trit::exporters::PackedModel exported(const std::string& recipe_yaml, const std::string& format) {
@@ -48,7 +49,8 @@ std::string recipe(const std::string& weight, const std::string& activation, con
 class CudaRuntime : public trit::gputest::RequiresGpu<::testing::Test> {};
 
 TEST_F(CudaRuntime, Int8LayersGiveTheCpuReferenceLogitsBitForBit) {
-    // fc1 (k = 784) runs the generic kernel, fc2 (k = 512) and head (k = 256) the fast ones.
+    // fc1 (k = 784) runs the fast kernels on rows padded to 832, fc2 (k = 512) and head (k = 256)
+    // as they are; bin1 as tern2 codes.
     const std::string mlp = "{input: 784, hidden: [512, 256], classes: 10}";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"tern2", "{method: absmean, granularity: channel}"},
@@ -96,9 +98,53 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     trit::kernels::CudaModel gpu(packed);
     const std::vector<std::string> lines = gpu.describe(1);
     ASSERT_EQ(lines.size(), 2u);
-    EXPECT_THAT(lines[0], HasSubstr("fc1 tern2 generic"));
-    EXPECT_THAT(lines[0], HasSubstr("k must be a multiple of 64"));
+    EXPECT_THAT(lines[0], HasSubstr("fc1 tern2 gemv"));
+    EXPECT_THAT(lines[0], HasSubstr("(k padded from 784 to 832 with zero weights)"));
     EXPECT_THAT(lines[1], HasSubstr("head float"));
+    EXPECT_THAT(lines[1], Not(HasSubstr("padded")));  // a float layer keeps its rows
+}
+
+TEST_F(CudaRuntime, PadsRowsWhereTheScaleGroupsAllowItAndRunsBin1AsTern2) {
+    const std::string mlp = "{input: 784, hidden: [64], classes: 10}";
+    struct Case {
+        std::string format, weight, fc1;  // what describe() says of fc1 (in = 784)
+        bool padded;
+    };
+    const std::vector<Case> cases = {
+        {"tern2", "{method: absmean, granularity: channel}", "fc1 tern2 gemm", true},
+        {"tern2", "{method: absmean, granularity: tensor}", "fc1 tern2 gemm", true},
+        // 13 groups of 64, the last one 16 columns wide: padded, it is a whole group of 64.
+        {"tern2", "{method: absmean, granularity: group, group_size: 64}", "fc1 tern2 gemm", true},
+        // Groups of 49 would not survive the padding: the generic kernel, rows as they are.
+        {"tern2", "{method: absmean, granularity: group, group_size: 49}", "fc1 tern2 generic",
+         false},
+        {"bin1", "{method: binary, granularity: channel}", "fc1 bin1 gemm", true},
+        {"bin1", "{method: binary, granularity: group, group_size: 49}", "fc1 bin1 generic", false},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.format + " " + c.weight);
+        const auto packed =
+            exported(recipe(c.weight, "int8_per_token", mlp, "[fc1, head]"), c.format);
+        trit::kernels::CudaModel gpu(packed);
+        const std::string fc1 = gpu.describe(64).at(0);
+        EXPECT_THAT(fc1, HasSubstr(c.fc1));
+        EXPECT_EQ(fc1.find("(k padded from 784 to 832 with zero weights)") != std::string::npos,
+                  c.padded)
+            << fc1;
+        EXPECT_EQ(fc1.find("(the bin1 codes as tern2)") != std::string::npos, c.format == "bin1")
+            << fc1;
+        for (int64_t m : {1, 16, 64, 300}) {
+            torch::manual_seed(static_cast<uint64_t>(m));
+            const torch::Tensor x = torch::randn({m, 784});
+            const torch::Tensor want = trit::exporters::forward_cpu(packed, x);
+            const torch::Tensor got = gpu.forward(x).cpu();
+            EXPECT_TRUE(torch::equal(got, want))
+                << "m=" << m << " max |diff| " << (got - want).abs().max().item<float>();
+            // One layer alone takes the unpadded width and gives the unpadded layer's rows.
+            const torch::Tensor h = gpu.forward_layer("fc1", x).cpu();
+            EXPECT_EQ(h.sizes(), (std::vector<int64_t>{m, 64}));
+        }
+    }
 }
 
 // Tiny transformers: vit on 7x7 patches (k = 49 for `patch`: a partial group everywhere), gpt

@@ -19,6 +19,7 @@
 #include "kernels/act_int8.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
+#include "kernels/bt_gemm.h"
 #include "kernels/bt_gemv.h"
 #include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
@@ -94,10 +95,11 @@ struct PackedSet {
     ex::FormatId id;
     kn::Format format = kn::Format::kTern2;
     int64_t n = 0, k = 0, group = 0, groups = 0;
-    int64_t off_b = -1, off_scale = 0, off_dense = -1;
+    int64_t off_b = -1, off_scale = 0, off_dense = -1, off_planes = -1;
     int64_t off_scale_half = -1;  // the scales' fp16 copy (bt with fp16 scales), or -1
     double weight_bytes = 0, scale_bytes = 0;
     double dense_bytes = 0;  // tern24: the tern2 copy its dense path reads; bt: the nibbles
+    double planes_bytes = 0;  // bt: the trit planes its GEMM reads
     Ring ring;
     kn::PackedWeights weights(int64_t copy) const {
         kn::PackedWeights w;
@@ -108,6 +110,7 @@ struct PackedSet {
         w.n = n, w.k = k;
         w.pdl = true;  // uploaded once, as the GPU runtime's weights
         w.dense = off_dense >= 0 ? ring.at(copy) + off_dense : nullptr;
+        w.planes = off_planes >= 0 ? ring.at(copy) + off_planes : nullptr;
         return w;
     }
     const float* w_scale(int64_t copy) const {
@@ -241,6 +244,13 @@ PackedSet make_packed_set(ex::FormatId id, int64_t n, int64_t k, int64_t bt_grou
         kn::bt_nib4_pack(codes.data(), n, k, nib.data());
         s.off_dense = append(image, nib.data(), nib.size());
         s.dense_bytes = static_cast<double>(nib.size());
+    }
+    if (id.kind == ex::WeightFormat::kBt) {  // the trit planes, likewise
+        std::vector<uint8_t> planes(
+            static_cast<size_t>(kn::bt_planes_bytes(static_cast<int>(id.depth), n, k)));
+        kn::bt_planes_pack(codes.data(), static_cast<int>(id.depth), n, k, planes.data());
+        s.off_planes = append(image, planes.data(), planes.size());
+        s.planes_bytes = static_cast<double>(planes.size());
     }
     s.off_scale = append(image, scales.data(), scales.size() * sizeof(float));
     s.scale_bytes = static_cast<double>(scales.size() * sizeof(float));
@@ -493,7 +503,10 @@ class ShapeBench {
         // as halves, so that GB/s never overstates (by up to 1/18 under for the copied-scale ones).
         const bool halves =
             w.off_scale_half >= 0 && w.group == 64 && (bt_kernel == "oneshot" || nib4_forced);
-        r.bytes = (dense ? w.dense_bytes : w.weight_bytes) +
+        const bool planes = w.format == kn::Format::kBt && taken == kn::ProductPath::kGemm;
+        r.bytes = (planes  ? w.planes_bytes
+                   : dense ? w.dense_bytes
+                           : w.weight_bytes) +
                   (halves ? w.scale_bytes / 2 : w.scale_bytes) + dm * dk + 4 * dm + 4 * dm * dn;
         // With the quantizer: float x read; q and its scales written and read again, unless one
         // kernel fuses both (then the int8 x and its scales never leave the SM).

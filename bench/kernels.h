@@ -82,7 +82,7 @@ struct KernelBenchOptions {
 };
 
 // The defaults: BitNet-2B, Llama-8B and BWTA projection shapes; m = 1, 16, 64, 256, 2048; tern2,
-// tern24, bt2 (m <= 8), bin1_tern (m >= 2); path auto.
+// tern24, bt2, bin1_tern (m >= 2); path auto.
 std::vector<KernelShape> default_kernel_shapes();
 
 // Parsers of one flag each; errors name the flag and say what was expected and what was given.

@@ -202,7 +202,7 @@ KernelBenchOptions resolve_kernel_bench_args(const KernelBenchArgs& a) {
     }
     o.formats = a.formats.empty() ? std::vector<KernelFormat>{{"tern2", INT64_MAX, 1},
                                                               {"tern24", INT64_MAX, 1},
-                                                              {"bt2", 8, 1},
+                                                              {"bt2", INT64_MAX, 1},
                                                               {"bin1_tern", INT64_MAX, 2}}
                                   : parse_format_list(a.formats);
     o.paths = a.paths.empty() ? std::vector<std::string>{"auto"} : parse_path_list(a.paths);

@@ -33,7 +33,7 @@ std::function<int()> add_bench_kernels(CLI::App* sub) {
         "bt1..bt4) and b1 GEMMs over bit planes (bin1_tern: bin1 weights x ternary activations, "
         "timed alone and with the float -> ternary quantizer; bool_tern: {0,1} attention x "
         "ternary V; tern_tern: ternary Q x ternary K); default tern2,tern24,bt2,bin1_tern with "
-        "bt2 at m <= 8 only (its fast kernel is a gemv) and bin1_tern at m >= 2");
+        "bin1_tern at m >= 2");
     k->add_option("--paths", a->paths,
                   "Product paths, comma-separated: auto, gemv, gemm, generic, gemv.stream / "
                   "gemv.warp / gemv.mma (the gemv path with that tern24 GEMV kernel forced; tern24 "

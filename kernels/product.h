@@ -52,6 +52,11 @@ struct PackedWeights {
     // kernels/bt_nib4.h builds it); with it, one-token calls run the nibble GEMV. Ignored by the
     // other formats.
     const uint8_t* dense = nullptr;
+    // Optional, bt: the codes as `depth` tern2 planes of their balanced trits, plane i the (n,
+    // ceil(k / 4)) bytes from planes + i * n * ceil(k / 4) (kernels/bt_gemm.h builds them); with
+    // them, calls of 9 tokens or more run the bt GEMM (the dispatcher's kGemm path for bt), without
+    // them the GEMV over chunks of 8 or the generic kernel. Ignored by the other formats.
+    const uint8_t* planes = nullptr;
 };
 
 struct ProductOut {

@@ -2,12 +2,13 @@
 // row whose m range holds m and whose contract accepts the call runs it.
 #include <limits>
 
+#include "kernels/bt_gemm.h"
 #include "kernels/bt_gemv.h"
 #include "kernels/product_fast.h"
-#include "kernels/tern2_gemm.h"
-#include "kernels/tern2_gemv.h"
 #include "kernels/tern24_dense.h"
 #include "kernels/tern24_gemv.h"
+#include "kernels/tern2_gemm.h"
+#include "kernels/tern2_gemv.h"
 
 namespace trit::kernels {
 
@@ -27,7 +28,10 @@ const std::vector<FastKernel>& fast_kernels() {
         {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(),
          tern24_dense_rejects, tern24_dense_product},
         {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},
-        // Above 8 tokens, the GEMV over chunks of 8 (no GEMM takes bt).
+        // Above 8 tokens the GEMM on the trit planes, where the weights have them.
+        {Format::kBt, ProductPath::kGemm, 9, std::numeric_limits<int64_t>::max(), bt_gemm_rejects,
+         bt_gemm},
+        // Else the GEMV over chunks of 8.
         {Format::kBt, ProductPath::kGemv, 9, std::numeric_limits<int64_t>::max(),
          bt_gemv_chunks_rejects, bt_gemv_chunks},
     };

@@ -17,6 +17,7 @@
 #include "exporters/half.h"
 #include "kernels/act_pack.h"
 #include "kernels/bin1_gemm.h"
+#include "kernels/bt_gemm.h"
 #include "kernels/bt_nib4.h"
 #include "kernels/cuda_check.h"
 #include "kernels/tern24_dense.h"
@@ -42,6 +43,7 @@ struct CudaModel::Layer {
     torch::Tensor w_scale;          // float32 (scale_rows, groups)
     torch::Tensor w_scale_half;     // fp16 scales: w_scale's fp16 bits (int16), else undefined
     torch::Tensor dense;            // PackedWeights::dense: tern24's codes as tern2, bt's (d <= 2) as nibbles
+    torch::Tensor planes;           // PackedWeights::planes: bt's codes as trit planes (bt GEMM)
     torch::Tensor bias;             // float32 (out) or undefined
     torch::Tensor weight;           // float layers: (out, in); packed float-activation layers: codes as float
 };
@@ -177,6 +179,15 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
                 bt_to_nib4(l->w.a, l->w.depth, p.out, l->k, l->dense.data_ptr<uint8_t>(),
                            current_stream(device_));
                 l->w.dense = l->dense.data_ptr<uint8_t>();
+            }
+            if (l->w.format == Format::kBt) {
+                // The trit planes of the bt GEMM (kernels/bt_gemm.h), for 9 tokens or more.
+                l->planes =
+                    torch::empty({bt_planes_bytes(l->w.depth, p.out, l->k)},
+                                 torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+                bt_to_planes(l->w.a, l->w.depth, p.out, l->k, l->planes.data_ptr<uint8_t>(),
+                             current_stream(device_));
+                l->w.planes = l->planes.data_ptr<uint8_t>();
             }
             if (l->level_act) {
                 l->act = p.act;

@@ -8,7 +8,9 @@
 //     with each row padded by zero codes to the next multiple (where that keeps its scale
 //     groups) and its input padded with zero columns, which change no code, no scale and no
 //     sum. No int8 kernel takes bin1: its +-1 codes are packed as tern2 at load (2 bits a
-//     weight on the device) and run the tern2 kernels, the same sums;
+//     weight on the device) and run the tern2 kernels, the same sums. bt layers also keep their
+//     codes as trit planes (kernels/bt_gemm.h, 2 d bits a weight) for the bt GEMM, which runs
+//     from 9 tokens, and for d <= 2 as nibbles (4 bits a weight) for the one-token GEMV;
 //   - packed layers with ternary or bool (BWTA) activations and one per-tensor scale s_A: bin1
 //     weights with one scale group (tensor or channel) run the fused quantize + bit-pack
 //     (tbits_quantize_ternary / _bool) and the b1 tensor-core GEMM (bin1_gemm bin_tern / bool_bin)

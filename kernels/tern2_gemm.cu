@@ -11,12 +11,15 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.h"
+#include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
-#include "kernels/cuda_check.h"
+#include "kernels/bt_gemm.h"
 #include "kernels/cluster.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
@@ -60,6 +63,16 @@ struct Tile {
     static_assert(KS % 128 == 0 && STAGES >= 2 && kBN >= kMinBN, "see the padding note above");
 };
 
+// The shared-memory ring of tile T reading D code planes a k-tile (bt's trit planes,
+// kernels/bt_gemm.h; tern2: D = 1, T's own sizes): the planes' rows of a stage follow each other.
+template <class T, int D>
+struct Ring {
+    static constexpr int kStageBytes = T::kBM * T::kXStride + D * T::kBN * T::kCStride;
+    static constexpr int kSmemBytes =
+        T::kStages * kStageBytes > T::kRedBytes ? T::kStages* kStageBytes : T::kRedBytes;
+    static_assert(D > 1 || (kStageBytes == T::kStageBytes && kSmemBytes == T::kSmemBytes));
+};
+
 // m <= 16 (memory bound): one m16 row of mma per warp, 4 warps along n. BN = 128 halves the x
 // bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
 // k-tiles and 6 stages keep ~20 KB of codes in flight per CTA; split-k fills the GPU.
@@ -78,6 +91,15 @@ struct GemmArgs {
     bool codes_early;  // PackedWeights::pdl: the first k-tiles of codes load before pdl_wait()
     bool vector_out;   // n % 4 = 0 and y (acc) 16-byte aligned: 16-byte stores of 4 outputs
 };
+
+// bt: codes is the first of D trit planes (kernels/bt_gemm.h), each plane_bytes further on. A
+// separate type, so that the tern2 kernel's parameter is GemmArgs alone.
+struct PlaneGemmArgs : GemmArgs {
+    int64_t plane_bytes;  // n * k / 4
+};
+
+template <int D>
+using GemmArgsOf = std::conditional_t<D == 1, GemmArgs, PlaneGemmArgs>;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -145,8 +167,35 @@ __device__ __forceinline__ void code_fragments(uint32_t w, uint32_t (&b)[2][2]) 
     b[1][1] = __byte_perm(kLut, 0, hi >> 16);  // columns 9, 11, 13, 15
 }
 
-template <class T, bool kGrouped>
-__global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs a) {
+// B fragments of bt codes from the D plane words of the same 16 columns (w[i]: trit plane i),
+// laid out as code_fragments': each byte is sum_i 3^i t_i. prmt maps a field to its digit t + 1
+// (00 -> 1, 01 -> 2, 10 -> 0, and the invalid 11 -> 1, as tern2_decode), Horner's rule adds the
+// digits up in 32-bit multiply-adds (a byte holds at most 3^D - 1 = 80: no carry into the next),
+// and one per-byte subtract of (3^D - 1) / 2 = sum_i 3^i turns the digits' sum into the code.
+template <int D>
+__device__ __forceinline__ void plane_fragments(const uint32_t (&w)[D], uint32_t (&b)[2][2]) {
+    constexpr uint32_t kDigit = 0x01000201u;
+    constexpr uint32_t kBias = static_cast<uint32_t>(fmt::bt_levels(D)) * 0x01010101u;
+    uint32_t s[2][2] = {};
+#pragma unroll
+    for (int i = D - 1; i >= 0; --i) {
+        const uint32_t lo = w[i] & 0x33333333u, hi = (w[i] >> 2) & 0x33333333u;
+        s[0][0] = s[0][0] * 3 + __byte_perm(kDigit, 0, lo);
+        s[0][1] = s[0][1] * 3 + __byte_perm(kDigit, 0, lo >> 16);
+        s[1][0] = s[1][0] * 3 + __byte_perm(kDigit, 0, hi);
+        s[1][1] = s[1][1] * 3 + __byte_perm(kDigit, 0, hi >> 16);
+    }
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            b[p][h] = __vsub4(s[p][h], kBias);
+}
+
+// D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h).
+template <class T, bool kGrouped, int D>
+__global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsOf<D> a) {
+    using R = Ring<T, D>;
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int kMI = T::kMI, kNI = T::kNI, kKS = T::kKS, kStages = T::kStages;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
@@ -160,7 +209,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
     // Copies k-tile kt of x (of the codes) into ring slot `slot`; rows past m / n and columns past
     // k are zero-filled.
     auto load_x = [&](int slot, int kt) {
-        uint8_t* xs = smem + slot * T::kStageBytes;
+        uint8_t* xs = smem + slot * R::kStageBytes;
         const int64_t col = int64_t{kt} * kKS;
         constexpr int kXGran = kKS / kGranule;
         for (int q = tid; q < T::kBM * kXGran; q += T::kThreads) {
@@ -171,16 +220,29 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         }
     };
     auto load_codes = [&](int slot, int kt) {
-        uint8_t* cs = smem + slot * T::kStageBytes + T::kBM * T::kXStride;
+        uint8_t* cs = smem + slot * R::kStageBytes + T::kBM * T::kXStride;
         const int64_t col = int64_t{kt} * kKS;
         constexpr int kCGran = kKS / kChunk;
-        for (int q = tid; q < T::kBN * kCGran; q += T::kThreads) {
-            const int r = q / kCGran, u = q % kCGran;
-            const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
-            const uint8_t* src =
-                ok ? a.codes + (n0 + r) * (a.k / fmt::kTern2CodesPerByte) + col / 4 + u * kGranule
-                   : a.codes;
-            cp_async16(smem_addr(cs + r * T::kCStride + u * kGranule), src, ok);
+        if constexpr (D == 1) {
+            for (int q = tid; q < T::kBN * kCGran; q += T::kThreads) {
+                const int r = q / kCGran, u = q % kCGran;
+                const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
+                const uint8_t* src = ok ? a.codes + (n0 + r) * (a.k / fmt::kTern2CodesPerByte) +
+                                              col / 4 + u * kGranule
+                                        : a.codes;
+                cp_async16(smem_addr(cs + r * T::kCStride + u * kGranule), src, ok);
+            }
+        } else {
+            // Plane i's rows follow plane i - 1's: row (i * BN + r) of the stage's codes.
+            for (int q = tid; q < D * T::kBN * kCGran; q += T::kThreads) {
+                const int r = q / kCGran % T::kBN, u = q % kCGran, i = q / (T::kBN * kCGran);
+                const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
+                const uint8_t* src = ok ? a.codes + i * a.plane_bytes +
+                                              (n0 + r) * (a.k / fmt::kTern2CodesPerByte) + col / 4 +
+                                              u * kGranule
+                                        : a.codes;
+                cp_async16(smem_addr(cs + (i * T::kBN + r) * T::kCStride + u * kGranule), src, ok);
+            }
         }
     };
     auto load_tile = [&](int slot, int kt) {
@@ -192,6 +254,22 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
     // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
     int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
+    // Grouped y: the weight scales of this thread's 2 kNI columns for the current group, loaded a
+    // group ahead (group g + 1's loads are issued as group g's terms are added, and all of them
+    // together: one load latency a group at most, not one a column). Columns past n take 0 (their
+    // outputs are not stored).
+    float wsg[kGrouped ? kNI : 1][2] = {};
+    auto load_scales = [&](int64_t gi) {
+        int64_t col0 = n0 + wc + t * 2;
+        asm volatile("" : "+l"(col0));  // computed here, not kept live over the k loop
+#pragma unroll
+        for (int ni = 0; ni < (kGrouped ? kNI : 1); ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int64_t oj = col0 + ni * 8 + h;
+                wsg[ni][h] = oj < a.n ? detail::epilogue_w_scale(a.out, oj, a.groups)[gi] : 0.0f;
+            }
+    };
 
     // Launched with PDL: x, and y below, may be the previous kernel's; the codes only where
     // PackedWeights::pdl says otherwise, and then the first stages' codes load before the wait, in
@@ -203,6 +281,9 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         cp_async_commit();
     }
     detail::pdl_wait();
+    if constexpr (kGrouped) {
+        if (a.out.y != nullptr) load_scales(0);
+    }
     for (int s = 0; s < kStages - 1; ++s) {
         if (kt0 + s < kt1) {
             load_x(s, kt0 + s);
@@ -219,7 +300,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
         if (kt + kStages - 1 < kt1) load_tile((i + kStages - 1) % kStages, kt + kStages - 1);
         cp_async_commit();
 
-        const uint8_t* xs = smem + (i % kStages) * T::kStageBytes;
+        const uint8_t* xs = smem + (i % kStages) * R::kStageBytes;
         const uint8_t* cs = xs + T::kBM * T::kXStride;
 #pragma unroll
         for (int c = 0; c < kKS / kChunk; ++c) {
@@ -235,7 +316,15 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
             for (int ni = 0; ni < kNI; ++ni) {
                 const uint8_t* p =
                     cs + (wc + ni * 8 + g) * T::kCStride + c * kChunkCodeBytes + t * 4;
-                code_fragments(*reinterpret_cast<const uint32_t*>(p), bf[ni]);
+                if constexpr (D == 1) {
+                    code_fragments(*reinterpret_cast<const uint32_t*>(p), bf[ni]);
+                } else {
+                    uint32_t words[D];
+#pragma unroll
+                    for (int i = 0; i < D; ++i)
+                        words[i] = *reinterpret_cast<const uint32_t*>(p + i * T::kBN * T::kCStride);
+                    plane_fragments<D>(words, bf[ni]);
+                }
             }
 #pragma unroll
             for (int p = 0; p < 2; ++p)
@@ -249,31 +338,38 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
                 // A group is whole chunks (group % 64 == 0); the last one ends at k. Only the
                 // unsplit kernel runs grouped, so this thread sees every group, in order.
                 if (int64_t{kt} * kKS + (c + 1) * kChunk == group_end) {
-                    // Laundered through an empty asm so that the per-output addresses below are
-                    // computed here, once per group, instead of being hoisted out of the k loop
-                    // into dozens of live registers.
-                    int64_t row0 = m0 + wr + g, col0 = n0 + wc + t * 2;
-                    asm volatile("" : "+l"(row0), "+l"(col0));
+                    if (a.out.acc != nullptr) {
+                        // Laundered through an empty asm so that the per-output addresses below
+                        // are computed here, once per group, instead of being hoisted out of the
+                        // k loop into dozens of live registers.
+                        int64_t row0 = m0 + wr + g, col0 = n0 + wc + t * 2;
+                        asm volatile("" : "+l"(row0), "+l"(col0));
 #pragma unroll
-                    for (int mi = 0; mi < kMI; ++mi)
+                        for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
-                        for (int ni = 0; ni < kNI; ++ni)
+                            for (int ni = 0; ni < kNI; ++ni)
 #pragma unroll
-                            for (int e = 0; e < 4; ++e) {
-                                const int64_t oi = row0 + mi * 16 + (e / 2) * 8;
-                                const int64_t oj = col0 + ni * 8 + e % 2;
-                                if (a.out.acc != nullptr) {
+                                for (int e = 0; e < 4; ++e) {
+                                    const int64_t oi = row0 + mi * 16 + (e / 2) * 8;
+                                    const int64_t oj = col0 + ni * 8 + e % 2;
                                     if (oi < a.m && oj < a.n)
                                         a.out.acc[(oi * a.n + oj) * a.groups + group_index] =
                                             acc[mi][ni][e];
-                                } else if (oj < a.n) {
-                                    const float ws =
-                                        detail::epilogue_w_scale(a.out, oj, a.groups)[group_index];
-                                    ysum[mi][ni][e] =
-                                        detail::epilogue_add(ysum[mi][ni][e], ws, acc[mi][ni][e]);
+                                    acc[mi][ni][e] = 0;
                                 }
-                                acc[mi][ni][e] = 0;
-                            }
+                    } else {
+#pragma unroll
+                        for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+                            for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    ysum[mi][ni][e] = detail::epilogue_add(
+                                        ysum[mi][ni][e], wsg[ni][e % 2], acc[mi][ni][e]);
+                                    acc[mi][ni][e] = 0;
+                                }
+                        if (group_index + 1 < a.groups) load_scales(group_index + 1);
+                    }
                     ++group_index;
                     group_end = group_end + a.group < a.k ? group_end + a.group : a.k;
                 }
@@ -378,8 +474,8 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgs 
     }
 }
 
-template <class T, bool kGrouped>
-void launch(const GemmArgs& a, int sms, bool clusters, cudaStream_t stream) {
+template <class T, bool kGrouped, int D = 1>
+void launch(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_t stream) {
     const int64_t mtiles = fmt::ceil_div(a.m, T::kBM), ntiles = fmt::ceil_div(a.n, T::kBN);
     // Split k when the tiles alone leave SMs idle (m small): up to 2 CTAs per SM, at least one
     // k-tile per split, at most a portable cluster. Grouped products keep one CTA per tile: their
@@ -389,20 +485,48 @@ void launch(const GemmArgs& a, int sms, bool clusters, cudaStream_t stream) {
         const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
         splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
     }
-    const auto kernel = tern2_gemm_kernel<T, kGrouped>;
+    const auto kernel = tern2_gemm_kernel<T, kGrouped, D>;
+    constexpr int kSmem = Ring<T, D>::kSmemBytes;
     TRIT_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),
                     static_cast<unsigned>(splits));
-    detail::launch_kernel_clustered(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream,
-                                    true, dim3(1, 1, static_cast<unsigned>(splits)), a);
+    detail::launch_kernel_clustered(kernel, grid, dim3(T::kThreads), kSmem, stream, true,
+                                    dim3(1, 1, static_cast<unsigned>(splits)), a);
     TRIT_CUDA_CHECK_LAST();
 }
 
-template <class T, bool kGrouped>
-void launch_tile(GemmArgs a, int sms, bool clusters, cudaStream_t stream) {
+template <class T, bool kGrouped, int D = 1>
+void launch_tile(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
     a.ktiles = static_cast<int>(fmt::ceil_div(a.k, T::kKS));
-    launch<T, kGrouped>(a, sms, clusters, stream);
+    launch<T, kGrouped, D>(a, sms, clusters, stream);
+}
+
+// The mma.sync kernel's tile by m (see the Tile aliases); G = 1 and G > 1 are separate kernels so
+// that the one-group path carries no group bookkeeping.
+template <int D>
+void launch_mma_sync(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_t stream) {
+    if (a.groups == 1) {
+        if (a.m <= 16) return launch_tile<SmallTile, false, D>(a, sms, clusters, stream);
+        if (a.m <= 256) return launch_tile<MidTile, false, D>(a, sms, clusters, stream);
+        return launch_tile<LargeTile, false, D>(a, sms, clusters, stream);
+    }
+    if (a.m <= 16) return launch_tile<SmallTile, true, D>(a, sms, clusters, stream);
+    return launch_tile<MidTile, true, D>(a, sms, clusters, stream);
+}
+
+// The current device's SM count and compute capability.
+struct DeviceInfo {
+    int sms = 0, major = 0, minor = 0;
+};
+DeviceInfo device_info() {
+    DeviceInfo d;
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, device));
+    return d;
 }
 
 bool aligned16(const void* p) {
@@ -484,15 +608,45 @@ int tern2_gemm_tokens() {
     return g_tokens.load();
 }
 
-std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
-    if (w.format != Format::kTern2) return "the weights must be tern2";
+namespace {
+
+// The mma.sync kernel's shape rules, for tern2 codes or bt planes (`codes`, named `what`).
+std::string mma_sync_rejects(const PackedWeights& w, const uint8_t* codes, const char* what,
+                             const int8_t* x, int64_t m, int64_t group) {
     if (m < 1 || w.n < 1 || w.k < 1 || group < 1) return "m, n, k and group must all be >= 1";
     if (w.k % kChunk != 0) return "k must be a multiple of 64";
-    if (!aligned16(x) || !aligned16(w.a)) return "x and the packed codes must be 16-byte aligned";
+    if (!aligned16(x) || !aligned16(codes))
+        return std::string("x and ") + what + " must be 16-byte aligned";
     if (group < w.k && group % kChunk != 0) return "group must be >= k or a multiple of 64";
     if (m > std::numeric_limits<int32_t>::max()) return "m must be <= 2147483647";
     if (w.n > kMaxNTiles * kMinBN) return "n must be <= 4194240 (65535 tiles of 64)";
     return "";
+}
+
+// The mma.sync kernel's arguments for a call its rules take; ktiles is set by launch_tile.
+GemmArgs mma_sync_args(const PackedWeights& w, const uint8_t* codes, const int8_t* x, int64_t m,
+                       int64_t group, const ProductOut& out) {
+    GemmArgs a;
+    a.codes = codes;
+    a.x = x;
+    a.m = m;
+    a.n = w.n;
+    a.k = w.k;
+    a.group = group;
+    a.groups = fmt::acc_num_groups(w.k, group);
+    a.ktiles = 0;
+    a.out = out;
+    a.codes_early = w.pdl;
+    const void* dst = out.acc != nullptr ? static_cast<const void*>(out.acc) : out.y;
+    a.vector_out = w.n % 4 == 0 && aligned16(dst);
+    return a;
+}
+
+}  // namespace
+
+std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kTern2) return "the weights must be tern2";
+    return mma_sync_rejects(w, w.a, "the packed codes", x, m, group);
 }
 
 void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
@@ -502,11 +656,8 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     TRIT_CHECK(rule.empty(), "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
                ", group=", group, "): ", rule);
 
-    int device = 0, sms = 0, major = 0, minor = 0;
-    TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    const DeviceInfo dev = device_info();
+    const int sms = dev.sms, major = dev.major, minor = dev.minor;
     TRIT_CHECK(major >= 8, "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k, ", group=", group,
                "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", major, ".x");
     const bool clusters = major >= 9;
@@ -539,28 +690,42 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         return detail::tern2_gemm_sm90(s, sms, stream);
     }
 
-    GemmArgs a;
-    a.codes = w.a;
-    a.x = x;
-    a.m = m;
-    a.n = w.n;
-    a.k = w.k;
-    a.group = group;
-    a.groups = fmt::acc_num_groups(w.k, group);
-    a.ktiles = 0;
-    a.out = out;
-    a.codes_early = w.pdl;
-    const void* dst = out.acc != nullptr ? static_cast<const void*>(out.acc) : out.y;
-    a.vector_out = w.n % 4 == 0 && aligned16(dst);
-    // The tile by m (see the Tile aliases); G = 1 and G > 1 are separate kernels so that the
-    // one-group path carries no group bookkeeping.
-    if (a.groups == 1) {
-        if (m <= 16) return launch_tile<SmallTile, false>(a, sms, clusters, stream);
-        if (m <= 256) return launch_tile<MidTile, false>(a, sms, clusters, stream);
-        return launch_tile<LargeTile, false>(a, sms, clusters, stream);
+    launch_mma_sync<1>(mma_sync_args(w, w.a, x, m, group, out), sms, clusters, stream);
+}
+
+std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
+    if (w.format != Format::kBt) return "the weights must be bt";
+    if (w.depth < fmt::kBtMinDepth || w.depth > fmt::kBtMaxDepth) return "bt depth must be in 1..4";
+    if (w.planes == nullptr) return "needs the trit planes (PackedWeights::planes, bt_to_planes)";
+    return mma_sync_rejects(w, w.planes, "the planes", x, m, group);
+}
+
+void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+             const ProductOut& out, cudaStream_t stream) {
+    check_product("bt_gemm", w, x, m, group, out);
+    const std::string rule = bt_gemm_rejects(w, x, m, group);
+    TRIT_CHECK(rule.empty(), "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): ", rule);
+    const DeviceInfo dev = device_info();
+    TRIT_CHECK(dev.major >= 8, "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group,
+               "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", dev.major,
+               ".x");
+    PlaneGemmArgs a;
+    static_cast<GemmArgs&>(a) = mma_sync_args(w, w.planes, x, m, group, out);
+    a.plane_bytes = w.n * (w.k / fmt::kTern2CodesPerByte);
+    const bool clusters = dev.major >= 9;
+    // bt1's one plane is a tern2 matrix: the tern2 kernel.
+    switch (w.depth) {
+        case 1:
+            return launch_mma_sync<1>(a, dev.sms, clusters, stream);
+        case 2:
+            return launch_mma_sync<2>(a, dev.sms, clusters, stream);
+        case 3:
+            return launch_mma_sync<3>(a, dev.sms, clusters, stream);
+        default:
+            return launch_mma_sync<4>(a, dev.sms, clusters, stream);
     }
-    if (m <= 16) return launch_tile<SmallTile, true>(a, sms, clusters, stream);
-    return launch_tile<MidTile, true>(a, sms, clusters, stream);
 }
 
 }  // namespace trit::kernels

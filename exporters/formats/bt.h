@@ -126,6 +126,15 @@ TRIT_HD constexpr int bt_tail_trit(const uint8_t* row, int64_t k, int d, int t) 
     return bt_trit(row[bt_tail_offset(k, d) + t / kBtQuintet], t % kBtQuintet);
 }
 
+// Trit i (plane i) of column c of the row whose first byte row points at: from its quintet's
+// plane-i byte, or from the tail.
+TRIT_HD constexpr int bt_plane_trit(const uint8_t* row, int64_t k, int d, int i, int64_t c) {
+    const int64_t q = c / kBtQuintet;
+    const int j = static_cast<int>(c - q * kBtQuintet);
+    if (q >= bt_full_quintets(k)) return bt_tail_trit(row, k, d, j * d + i);
+    return bt_trit(row[q * d + i], j);
+}
+
 // Code of tail weight j (0 <= j < r, column 5 * floor(k / 5) + j): its d weight-major trits.
 TRIT_HD constexpr int bt_tail_code(const uint8_t* row, int64_t k, int d, int j) {
     int code = 0;
@@ -162,6 +171,13 @@ static_assert(bt_encode_tail_byte(kBtExampleTail, 2, 2, 0) == 113);
 static_assert(bt_tail_code(kBtExampleRow, 7, 2, 0) == 1 &&
               bt_tail_code(kBtExampleRow, 7, 2, 1) == -1 &&
               bt_tail_trit(kBtExampleRow, 7, 2, 2) == -1);
+// Codes 4 (1, 1), 2 (-1, 1), -3 (0, -1) | 1 (1, 0), -1 (-1, 0): columns 0, 3, 4 | 5, 6.
+static_assert(bt_plane_trit(kBtExampleRow, 7, 2, 0, 0) == 1 &&
+              bt_plane_trit(kBtExampleRow, 7, 2, 1, 3) == 1 &&
+              bt_plane_trit(kBtExampleRow, 7, 2, 0, 3) == -1 &&
+              bt_plane_trit(kBtExampleRow, 7, 2, 1, 4) == -1 &&
+              bt_plane_trit(kBtExampleRow, 7, 2, 0, 5) == 1 &&
+              bt_plane_trit(kBtExampleRow, 7, 2, 1, 6) == 0);
 
 // codes (n, k) -> packed (n, bt_row_bytes(k, d)).
 void bt_pack(const int8_t* codes, int64_t n, int64_t k, int d, uint8_t* packed);

@@ -16,6 +16,7 @@
 #include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
 #include "exporters/half.h"
+#include "kernels/bt_gemm.h"
 #include "kernels/bt_nib4.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -103,6 +104,7 @@ std::string describe(const ProductCase& c) {
     if (c.format == kernels::Format::kBt) s << c.depth;
     s << " m=" << c.m << " n=" << c.n << " k=" << c.k << " group=" << c.group << " seed=" << c.seed;
     if (c.dense) s << " dense";
+    if (c.planes) s << " planes";
     if (c.out_offset != 0) s << " out_offset=" << c.out_offset;
     return s.str();
 }
@@ -139,7 +141,7 @@ void check_case(const ProductCase& c, Run run) {
         }
 
     DeviceBuffer<uint8_t> d_a(packed[0]);
-    std::unique_ptr<DeviceBuffer<uint8_t>> d_b, d_dense;
+    std::unique_ptr<DeviceBuffer<uint8_t>> d_b, d_dense, d_planes;
     if (packed.size() > 1) d_b = std::make_unique<DeviceBuffer<uint8_t>>(packed[1]);
     if (c.dense && c.format == kernels::Format::kBt) {  // the nibbles, from the bt bytes on the GPU
         d_dense = std::make_unique<DeviceBuffer<uint8_t>>(static_cast<size_t>(c.n * kernels::bt_nib4_row_bytes(c.k)));
@@ -147,6 +149,11 @@ void check_case(const ProductCase& c, Run run) {
     } else if (c.dense) {
         d_dense = std::make_unique<DeviceBuffer<uint8_t>>(
             exporters::pack_codes({exporters::WeightFormat::kTern2, 0}, codes.data(), c.n, c.k)[0]);
+    }
+    if (c.planes) {
+        d_planes = std::make_unique<DeviceBuffer<uint8_t>>(
+            static_cast<size_t>(kernels::bt_planes_bytes(c.depth, c.n, c.k)));
+        kernels::bt_to_planes(d_a.get(), c.depth, c.n, c.k, d_planes->get(), nullptr);
     }
     DeviceBuffer<int8_t> d_x(x);
     const size_t off = static_cast<size_t>(c.out_offset);
@@ -170,6 +177,7 @@ void check_case(const ProductCase& c, Run run) {
     w.a = d_a.get();
     w.b = d_b ? d_b->get() : nullptr;
     w.dense = d_dense ? d_dense->get() : nullptr;
+    w.planes = d_planes ? d_planes->get() : nullptr;
     w.n = c.n;
     w.k = c.k;
 

@@ -22,6 +22,8 @@ struct ProductCase {
     bool bias = true;
     // PackedWeights::dense: tern24, the codes as tern2; bt (d <= 2), the nibbles (bt_to_nib4).
     bool dense = false;
+    // PackedWeights::planes (bt): the trit planes, from the bt bytes on the GPU (bt_to_planes).
+    bool planes = false;
     // acc, y, the w scales and the biases `out_offset` elements into their buffers (off 16-byte
     // alignment for 1..3); the elements of acc and y before them must stay untouched.
     int64_t out_offset = 0;

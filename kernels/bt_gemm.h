@@ -1,0 +1,61 @@
+// bt<d> x int8 GEMM on the int8 tensor cores: the product dispatcher's kGemm kernel for bt
+// (kernels/product.h), for 9 tokens or more. A bt code is the sum of its balanced trits times
+// 3^i, code = t_0 + 3 t_1 + .. + 3^(d-1) t_(d-1), so the codes are kept on the GPU as d tern2
+// planes of trits (PackedWeights::planes, 2 d bits a weight, built once at load by
+// bt_to_planes), and the GEMM is tern2_gemm's mma.sync kernel (kernels/tern2_gemm.cu) reading d
+// planes per k-tile: each fragment word of 16 codes is rebuilt from the d plane words as int8
+// codes in registers (digits t + 1 by one __byte_perm per plane, Horner's rule in 32-bit
+// multiply-adds, no byte carrying past 80, then one per-byte subtract of (3^d - 1) / 2), so the
+// int32 accumulators and the fused epilogue are those of the bt codes, bit for bit. bt1 is its
+// one plane run by the tern2 kernel itself.
+//
+// Planes layout (GPU memory only, never in a container): plane i (i = 0 .. d - 1) is the (n,
+// ceil(k / 4)) tern2 array (exporters/formats/tern2.h) of trit i of every code, at planes + i * n *
+// ceil(k / 4) bytes; columns past k hold the zero field.
+//
+// Contract (besides check_product's), each rule named in the error when broken:
+//   - bt weights with their planes (PackedWeights::planes);
+//   - k % 64 == 0 (the mma kernel's chunk; the GPU runtime pads rows to it at load);
+//   - x and the planes 16-byte aligned (cp.async);
+//   - group >= k (one scale group), or group % 64 == 0 (a group is whole chunks);
+//   - m <= 2^31 - 1 and n <= 4194240 (65535 column tiles of 64);
+//   - a device of compute capability 8.0 or newer (int8 mma.sync), checked by the launcher.
+// Tiles as tern2_gemm's mma.sync kernel: (16, 128) to 16 tokens, (64, 64) to 256 (and every m
+// with several scale groups), (128, 128) above; k split over a cluster (sm_90) where one scale
+// group leaves SMs idle.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/product.h"
+
+namespace trit::kernels {
+
+// Bytes of the planes of an (n, k) bt matrix of depth d: d * n * ceil(k / 4).
+int64_t bt_planes_bytes(int depth, int64_t n, int64_t k);
+
+// The planes from codes (n, k) in [-(3^d - 1) / 2, (3^d - 1) / 2] on the CPU (tests, benchmarks):
+// out holds bt_planes_bytes(depth, n, k) bytes. Throws trit::Error naming the row and column of a
+// code out of range, or for depth outside 1..4.
+void bt_planes_pack(const int8_t* codes, int depth, int64_t n, int64_t k, uint8_t* out);
+
+// The planes from the bt arrays (n, bt_row_bytes(k, depth)) on the GPU, into planes
+// (bt_planes_bytes(depth, n, k) bytes). The bt bytes are assumed valid (the import path validates
+// them). Async on `stream`; throws trit::Error naming n, k and depth for n, k < 1, depth outside
+// 1..4 or null pointers.
+void bt_to_planes(const uint8_t* bt, int depth, int64_t n, int64_t k, uint8_t* planes,
+                  cudaStream_t stream);
+
+// "" when bt_gemm takes the call, else the first contract rule it breaks. Host only, no device
+// query (choose_path runs it without a GPU).
+std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error
+// naming m, n, k, group and the rule when check_product or the contract above rejects the call.
+void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+             const ProductOut& out, cudaStream_t stream);
+
+}  // namespace trit::kernels

@@ -1,0 +1,196 @@
+// GPU tests of the bt GEMM (kernels/bt_gemm.h): the trit planes built on the GPU from the bt bytes
+// equal the CPU's from the codes; int32 accumulators and fused-epilogue y bit-exact against the CPU
+// references for d = 1..4 over a shape table that reaches every tile of the mma.sync kernel (m <=
+// 16, <= 256, above), split and unsplit k, one group and groups of 64, 128 and 192 (a partial last
+// group), m and n off the tiles; x at the int8 extremes with d = 4; auto dispatch from 9 tokens
+// where the planes are given; and the host-side contract, each rule broken once.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "exporters/formats/bt.h"
+#include "exporters/pack.h"
+#include "kernels/bt_gemm.h"
+#include "kernels/product.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/product_check.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using trit::gputest::DeviceBuffer;
+using trit::gputest::ProductCase;
+using trit::kernels::Format;
+using trit::kernels::PackedWeights;
+using trit::kernels::ProductPath;
+
+class BtGemm : public trit::gputest::RequiresGpu<::testing::Test> {};
+
+struct Shape {
+    int64_t m, n, k, group;
+};
+
+// m over the tiles' edges (9, 16 | 17, 64, 100, 256 | 257, 300), n odd and small and up to 2560,
+// k from one chunk to 2560, one group (group = k, group > k) and groups of 64, 128 and 192 (192
+// on k = 448 and 640: a partial last group).
+const std::vector<Shape> kShapes = {
+    {9, 1, 64, 64},       {16, 3, 192, 64},     {17, 17, 256, 256},   {33, 130, 2560, 2560},
+    {64, 64, 256, 1000},  {100, 130, 192, 64},  {256, 17, 2560, 128}, {257, 3, 64, 64},
+    {300, 130, 2560, 64}, {16, 130, 2560, 128}, {9, 257, 448, 192},   {33, 1, 2560, 4096},
+    {300, 200, 768, 768}, {17, 130, 640, 192},  {16, 2560, 256, 256}, {300, 256, 1024, 1024},
+};
+
+TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
+    uint64_t seed = 900;
+    for (int depth = 1; depth <= 4; ++depth)
+        for (const Shape& s : kShapes) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = depth;
+            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+            c.seed = ++seed;
+            c.planes = true;
+            c.per_tensor_scale = seed % 2 == 0;
+            c.bias = seed % 3 != 0;
+            c.half_scales = seed % 4 == 1;
+            trit::gputest::check_product_case(c, ProductPath::kGemm);
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
+        }
+}
+
+// x at the int8 extremes only: with d = 4 (|code| <= 40) the bytes the fragments rebuild reach
+// their largest magnitudes, and one group of 4096 columns the largest sums.
+TEST_F(BtGemm, TakesTheFullInt8Range) {
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -127}, {126, 127}, {-128, 127}})
+        for (int depth : {2, 4})
+            for (int64_t group : {int64_t{64}, int64_t{4096}}) {
+                ProductCase c;
+                c.format = Format::kBt;
+                c.depth = depth;
+                c.m = 40, c.n = 33, c.k = 4096, c.group = group;
+                c.x_lo = lo, c.x_hi = hi;
+                c.planes = true;
+                c.seed = 191 + static_cast<uint64_t>(hi) + depth;
+                trit::gputest::check_product_case(c, ProductPath::kGemm);
+            }
+}
+
+// Auto dispatch: from 9 tokens the GEMM where the planes are given, else the GEMV over chunks.
+TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
+    for (int64_t m : {int64_t{9}, int64_t{64}, int64_t{300}}) {
+        ProductCase c;
+        c.format = Format::kBt;
+        c.depth = 2;
+        c.m = m, c.n = 130, c.k = 2560, c.group = 64;
+        c.planes = true;
+        c.seed = 7 + static_cast<uint64_t>(m);
+        trit::gputest::check_product_case(c, ProductPath::kAuto);
+    }
+    alignas(16) static const uint8_t bytes[16] = {};
+    alignas(16) static const int8_t x[16] = {};
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = 2;
+    w.a = bytes;
+    w.n = 2560;
+    w.k = 2560;
+    std::string why;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 64, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::bt_gemm_rejects(w, x, 16, 64), HasSubstr("needs the trit planes"));
+    w.planes = bytes;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 64, &why), ProductPath::kGemm) << why;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 8, 64, &why), ProductPath::kGemv) << why;
+}
+
+// bt_to_planes (GPU, from the bt bytes) against bt_planes_pack (CPU, from the codes), every depth,
+// k with every tail length k % 5 and k % 4.
+TEST_F(BtGemm, PlanesFromTheBtBytesEqualThePlanesOfTheCodes) {
+    for (int depth = 1; depth <= 4; ++depth)
+        for (int64_t k :
+             {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}, int64_t{784}, int64_t{1001}}) {
+            SCOPED_TRACE("depth " + std::to_string(depth) + " k " + std::to_string(k));
+            const int64_t n = 37;
+            const int levels = trit::formats::bt_levels(depth);
+            std::vector<int8_t> codes(static_cast<size_t>(n * k));
+            for (size_t i = 0; i < codes.size(); ++i)
+                codes[i] = static_cast<int8_t>(static_cast<int>((i * 7919 + k) % (2 * levels + 1)) -
+                                               levels);
+            const trit::exporters::FormatId id{trit::exporters::WeightFormat::kBt,
+                                               static_cast<uint32_t>(depth)};
+            const trit::exporters::Arrays packed =
+                trit::exporters::pack_codes(id, codes.data(), n, k);
+            std::vector<uint8_t> want(
+                static_cast<size_t>(trit::kernels::bt_planes_bytes(depth, n, k)));
+            trit::kernels::bt_planes_pack(codes.data(), depth, n, k, want.data());
+            DeviceBuffer<uint8_t> d_bt(packed[0]), d_planes(want.size());
+            d_planes.poison();
+            trit::kernels::bt_to_planes(d_bt.get(), depth, n, k, d_planes.get(), nullptr);
+            EXPECT_EQ(d_planes.download(), want);
+        }
+}
+
+TEST(BtPlanes, PackRejectsCodesOutOfRangeAndBadDepths) {
+    const int8_t codes[4] = {0, 4, -5, 1};
+    uint8_t out[4];
+    try {
+        trit::kernels::bt_planes_pack(codes, 2, 1, 4, out);
+        ADD_FAILURE() << "expected trit::Error";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("code -5 at row 0, column 2 is outside [-4, 4]"));
+    }
+    EXPECT_THROW(trit::kernels::bt_planes_pack(codes, 5, 1, 4, out), trit::Error);
+    EXPECT_THROW(trit::kernels::bt_to_planes(nullptr, 2, 1, 4, out, nullptr), trit::Error);
+    EXPECT_THROW(trit::kernels::bt_to_planes(out, 0, 1, 4, out, nullptr), trit::Error);
+}
+
+alignas(16) uint8_t g_bytes[64];
+alignas(16) int8_t g_x[64];
+
+PackedWeights bt_weights(int64_t n, int64_t k, const uint8_t* planes = g_bytes) {
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = 2;
+    w.a = g_bytes;
+    w.planes = planes;
+    w.n = n;
+    w.k = k;
+    return w;
+}
+
+void expect_gemm_error(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                       const std::string& rule) {
+    SCOPED_TRACE(rule);
+    EXPECT_THAT(trit::kernels::bt_gemm_rejects(w, x, m, group), HasSubstr(rule));
+    static int32_t acc[1];
+    trit::kernels::ProductOut out;
+    out.acc = acc;
+    try {
+        trit::kernels::product(w, x, m, group, out, nullptr, ProductPath::kGemm);
+        ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+    } catch (const trit::Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("bt_gemm"));
+        EXPECT_THAT(e.what(), HasSubstr(rule));
+        EXPECT_THAT(e.what(), HasSubstr("m=" + std::to_string(m)));
+        EXPECT_THAT(e.what(), HasSubstr("n=" + std::to_string(w.n)));
+        EXPECT_THAT(e.what(), HasSubstr("k=" + std::to_string(w.k)));
+        EXPECT_THAT(e.what(), HasSubstr("group=" + std::to_string(group)));
+    }
+}
+
+TEST(BtGemmContract, RejectsEveryBrokenRuleNamingTheShape) {
+    expect_gemm_error(bt_weights(64, 256, nullptr), g_x, 64, 64, "needs the trit planes");
+    expect_gemm_error(bt_weights(64, 100), g_x, 64, 100, "k must be a multiple of 64");
+    expect_gemm_error(bt_weights(64, 784), g_x, 64, 64, "k must be a multiple of 64");
+    expect_gemm_error(bt_weights(64, 256), g_x + 1, 64, 64, "16-byte aligned");
+    expect_gemm_error(bt_weights(64, 256, g_bytes + 4), g_x, 64, 64, "16-byte aligned");
+    expect_gemm_error(bt_weights(64, 256), g_x, 64, 100, "group must be >= k or a multiple of 64");
+    expect_gemm_error(bt_weights(64, 256), g_x, 64, 40, "group must be >= k or a multiple of 64");
+    expect_gemm_error(bt_weights(2, 64), g_x, int64_t{1} << 31, 64, "m must be <= 2147483647");
+    expect_gemm_error(bt_weights(4194241, 64), g_x, 16, 64, "n must be <= 4194240");
+}
+
+}  // namespace

@@ -3,7 +3,9 @@
 // codes (BN, KS / 4) through a STAGES-deep shared-memory ring; warps build mma fragments from
 // shared memory (x permuted, codes decoded with __byte_perm) and run mma.sync m16n8k32 s8 into
 // int32. Small grids split k over a thread block cluster and add the partial tiles through
-// distributed shared memory (integer sums: exact in any order). No LibTorch here.
+// distributed shared memory (integer sums: exact in any order). The same kernel, reading d code
+// planes a k-tile, is the bt GEMM (kernels/bt_gemm.h: bt_gemm and its rules are at the end of this
+// file). No LibTorch here.
 #include "kernels/tern2_gemm.h"
 
 #include <cooperative_groups.h>

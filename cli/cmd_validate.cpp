@@ -325,9 +325,9 @@ Command add_validate(CLI::App& app) {
                 ok = ok && g.relative_error <= a->rtol && g.top1_agreement >= a->min_agreement;
             std::cout << "    bit-identical logits: " << same << " of " << logits << "\n";
 #ifdef TRIT_HAVE_CUDA
-            // Rows of the packed layers' input: a gpt layer sees every position of every window.
-            const int64_t rows = lm ? batch * packed.recipe.model.context : batch;
-            for (const std::string& line : gpu->describe(rows))
+            // Each layer's line names the rows its input has for a batch (a vit block layer sees
+            // every token of every image, a gpt layer every position of every window).
+            for (const std::string& line : gpu->describe(batch))
                 std::cout << "    kernel " << line << "\n";
 #endif
         }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/quant_linear.h"
+#include "core/vit.h"
 #include "exporters/format_table.h"
 #include "exporters/formats/tbits.h"
 #include "exporters/formats/tern2.h"
@@ -209,6 +210,20 @@ CudaModel::CudaModel(const exporters::PackedModel& model, int device_index) : de
         layers_.push_back(std::move(l));
     }
     if (!linears_ && c.type != "mlp") build_module(model);
+    if (const auto* vit = dynamic_cast<const Vit*>(module_.get())) {
+        vit_ = true;
+        tokens_ = vit->tokens();
+    } else if (!linears_ && c.type == "gpt") {
+        tokens_ = c.context;
+    }
+}
+
+int64_t CudaModel::layer_rows(const std::string& name, int64_t examples) const {
+    if (vit_) {
+        if (name == "head") return examples;  // the class token's row
+        return examples * (name == "patch" ? tokens_ - 1 : tokens_);
+    }
+    return examples * tokens_;
 }
 
 torch::Tensor CudaModel::forward_layer(const std::string& name, const torch::Tensor& x) const {
@@ -351,10 +366,12 @@ torch::Tensor CudaModel::forward(const torch::Tensor& input) const {
     return x;
 }
 
-std::vector<std::string> CudaModel::describe(int64_t m) const {
+std::vector<std::string> CudaModel::describe(int64_t examples) const {
     std::vector<std::string> lines;
     for (const auto& l : layers_) {
-        std::string s = l->name + " " + l->format.name() + " ";
+        const int64_t m = layer_rows(l->name, examples);
+        std::string s = l->name + " (" + std::to_string(m) + (m == 1 ? " row) " : " rows) ") +
+                        l->format.name() + " ";
         if (!l->format.packed()) {
             s += "float (LibTorch linear)";
         } else if (l->b1) {

@@ -66,11 +66,18 @@ class CudaModel {
     // this CudaModel's layers: use it only while this object lives. Null for the mlp.
     std::shared_ptr<Model> module() const { return module_; }
 
-    // Which kernel each packed layer runs for a batch of m rows (for reports), e.g.
-    // "fc2 tern2 gemm: m in [1, inf] and its contract holds" or "head float (LibTorch linear)",
-    // with " (the bin1 codes as tern2)" and " (k padded from 784 to 832 with zero weights)" where
-    // they apply.
-    std::vector<std::string> describe(int64_t m) const;
+    // Which kernel each layer runs for a batch of `examples` model inputs (for reports), one line
+    // a layer with the rows its input then has (layer_rows), e.g. "fc2 (1000 rows) tern2 gemm: m
+    // in [1, inf] and its contract holds" or "head (1000 rows) float float (LibTorch linear)", with
+    // " (the bin1 codes as tern2)" and " (k padded from 784 to 832 with zero weights)" where they
+    // apply.
+    std::vector<std::string> describe(int64_t examples) const;
+
+    // Rows of layer `name`'s input for a batch of `examples` model inputs, per example: the mlp's
+    // and a foreign model's layers 1; the vit's `patch` its patches, `head` 1 (the class token),
+    // every block layer the tokens (patches + 1); every gpt layer the context (a full window,
+    // every position, as trit validate runs it).
+    int64_t layer_rows(const std::string& name, int64_t examples) const;
 
     c10::Device device() const { return device_; }
 
@@ -87,6 +94,8 @@ class CudaModel {
     std::string activation_;  // between layers: relu | gelu
     std::vector<std::unique_ptr<Layer>> layers_;
     std::shared_ptr<Model> module_;  // vit, gpt
+    bool vit_ = false;
+    int64_t tokens_ = 1;  // rows an example: vit patches + 1, gpt context, else 1
 };
 
 }  // namespace trit::kernels

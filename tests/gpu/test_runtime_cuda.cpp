@@ -23,6 +23,7 @@
 
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -98,28 +99,30 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     trit::kernels::CudaModel gpu(packed);
     const std::vector<std::string> lines = gpu.describe(1);
     ASSERT_EQ(lines.size(), 2u);
-    EXPECT_THAT(lines[0], HasSubstr("fc1 tern2 gemv"));
+    EXPECT_THAT(lines[0], HasSubstr("fc1 (1 row) tern2 gemv"));
     EXPECT_THAT(lines[0], HasSubstr("(k padded from 784 to 832 with zero weights)"));
-    EXPECT_THAT(lines[1], HasSubstr("head float"));
+    EXPECT_THAT(lines[1], HasSubstr("head (1 row) float"));
     EXPECT_THAT(lines[1], Not(HasSubstr("padded")));  // a float layer keeps its rows
 }
 
 TEST_F(CudaRuntime, PadsRowsWhereTheScaleGroupsAllowItAndRunsBin1AsTern2) {
     const std::string mlp = "{input: 784, hidden: [64], classes: 10}";
     struct Case {
-        std::string format, weight, fc1;  // what describe() says of fc1 (in = 784)
+        std::string format, weight, fc1;  // what describe(64) says of fc1 (in = 784)
         bool padded;
     };
     const std::vector<Case> cases = {
-        {"tern2", "{method: absmean, granularity: channel}", "fc1 tern2 gemm", true},
-        {"tern2", "{method: absmean, granularity: tensor}", "fc1 tern2 gemm", true},
+        {"tern2", "{method: absmean, granularity: channel}", "fc1 (64 rows) tern2 gemm", true},
+        {"tern2", "{method: absmean, granularity: tensor}", "fc1 (64 rows) tern2 gemm", true},
         // 13 groups of 64, the last one 16 columns wide: padded, it is a whole group of 64.
-        {"tern2", "{method: absmean, granularity: group, group_size: 64}", "fc1 tern2 gemm", true},
+        {"tern2", "{method: absmean, granularity: group, group_size: 64}",
+         "fc1 (64 rows) tern2 gemm", true},
         // Groups of 49 would not survive the padding: the generic kernel, rows as they are.
-        {"tern2", "{method: absmean, granularity: group, group_size: 49}", "fc1 tern2 generic",
-         false},
-        {"bin1", "{method: binary, granularity: channel}", "fc1 bin1 gemm", true},
-        {"bin1", "{method: binary, granularity: group, group_size: 49}", "fc1 bin1 generic", false},
+        {"tern2", "{method: absmean, granularity: group, group_size: 49}",
+         "fc1 (64 rows) tern2 generic", false},
+        {"bin1", "{method: binary, granularity: channel}", "fc1 (64 rows) bin1 gemm", true},
+        {"bin1", "{method: binary, granularity: group, group_size: 49}",
+         "fc1 (64 rows) bin1 generic", false},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.format + " " + c.weight);
@@ -194,6 +197,31 @@ TEST_F(CudaRuntime, TransformersMatchTheCpuReferenceModule) {
                 << "first disagreement " << c.first_disagreement;
         }
     }
+}
+
+// describe(examples) names the rows each layer's input has: kVit's 28x28 images in 7x7 patches
+// are 16 patches and 17 tokens an image; kGpt's windows 16 positions.
+TEST_F(CudaRuntime, DescribesTheRowsEachTransformerLayerSees) {
+    const std::string weight = "{method: absmean, granularity: channel}";
+    const auto vit = exported(recipe(weight, "int8_per_token", kVit), "tern2");
+    trit::kernels::CudaModel v(vit);
+    EXPECT_EQ(v.layer_rows("patch", 4), 64);
+    EXPECT_EQ(v.layer_rows("blocks.0.attn.q", 4), 68);
+    EXPECT_EQ(v.layer_rows("head", 4), 4);
+    const std::vector<std::string> lines = v.describe(4);
+    ASSERT_FALSE(lines.empty());
+    for (const std::string& line : lines) {
+        const std::string rows = line.rfind("patch ", 0) == 0  ? "(64 rows)"
+                                 : line.rfind("head ", 0) == 0 ? "(4 rows)"
+                                                               : "(68 rows)";
+        EXPECT_THAT(line, HasSubstr(rows)) << line;
+    }
+    // q at 68 rows: above the tern2 GEMV's 48, the GEMM (k = 32 padded to 64).
+    EXPECT_THAT(lines, Contains(HasSubstr("blocks.0.attn.q (68 rows) tern2 gemm")));
+    const auto gpt = exported(recipe(weight, "int8_per_token", kGpt), "tern2");
+    trit::kernels::CudaModel g(gpt);
+    for (const std::string& line : g.describe(2))
+        EXPECT_THAT(line, HasSubstr("(32 rows)")) << line;
 }
 
 TEST_F(CudaRuntime, FloatActivationTransformersMatchWithinRounding) {

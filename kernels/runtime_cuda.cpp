@@ -79,7 +79,7 @@ constexpr int64_t kPadCols = 64;
 // The packed length of an int8-activation layer's rows: in, or in rounded up to kPadCols where
 // the padding keeps the scale groups (one group, or groups of a multiple of kPadCols columns).
 int64_t padded_k(const exporters::PackedLayer& p, int64_t group, int64_t groups) {
-    const int64_t k = (p.in + kPadCols - 1) / kPadCols * kPadCols;
+    const int64_t k = formats::ceil_div(p.in, kPadCols) * kPadCols;
     return groups == 1 || group % kPadCols == 0 ? k : p.in;
 }
 

@@ -20,9 +20,9 @@
 //   - group >= k (one scale group), or group % 64 == 0 (a group is whole chunks);
 //   - m <= 2^31 - 1 and n <= 4194240 (65535 column tiles of 64);
 //   - a device of compute capability 8.0 or newer (int8 mma.sync), checked by the launcher.
-// Tiles as tern2_gemm's mma.sync kernel: (16, 128) to 16 tokens, (64, 64) to 256 (and every m
-// with several scale groups), (128, 128) above; k split over a cluster (sm_90) where one scale
-// group leaves SMs idle.
+// Tiles as tern2_gemm's mma.sync kernel: (16, 128) to 16 tokens, (64, 64) to 256, (128, 128)
+// above; with several scale groups (16, 32) to 16 tokens ((16, 64) past 2097120 weight rows) and
+// (64, 64) above; k split over a cluster (sm_90) where one scale group leaves SMs idle.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -40,7 +40,7 @@ constexpr int kChunkCodeBytes = kChunk / fmt::kTern2CodesPerByte;  // 16: one cp
 constexpr int kGranule = 16;                                       // cp.async bytes
 constexpr int kMaxSplit = 8;                                       // portable cluster size
 constexpr int64_t kMaxNTiles = 65535;                              // grid.y limit
-constexpr int kMinBN = 64;                                         // smallest BN of the tiles
+constexpr int kMinBN = 64;  // the n rule's tile width: every call can fall back to a tile this wide
 
 // A CTA tile: WM x WN warps, each computing (MI * 16, NI * 8) outputs; KS columns per k-tile.
 // Shared-memory rows are padded so that the fragment loads are free of bank conflicts:
@@ -62,7 +62,7 @@ struct Tile {
     static constexpr int kRedBytes = kBM * kRedStride * 4;
     static constexpr int kSmemBytes =
         STAGES * kStageBytes > kRedBytes ? STAGES* kStageBytes : kRedBytes;
-    static_assert(KS % 128 == 0 && STAGES >= 2 && kBN >= kMinBN, "see the padding note above");
+    static_assert(KS % 128 == 0 && STAGES >= 2 && kBN >= 32, "see the padding note above");
 };
 
 // The shared-memory ring of tile T reading D code planes a k-tile (bt's trit planes,
@@ -79,6 +79,12 @@ struct Ring {
 // bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
 // k-tiles and 6 stages keep ~20 KB of codes in flight per CTA; split-k fills the GPU.
 using SmallTile = Tile<1, 4, 1, 4, 128, 6>;  // (16, 128)
+// m <= 16 with several scale groups: k is never split there (the groups' terms add in order), so
+// the grid is the tiles alone; (16, 64) tiles launch twice SmallTile's CTAs (bt's groups of 64 on
+// 4096 x 14336: 64 instead of 32).
+using SmallGroupedTile = Tile<1, 2, 1, 4, 128, 6>;  // (16, 64)
+// The same with one n8 a warp: four times SmallTile's CTAs where n <= 65535 * 32 (the grid's y).
+using SmallGroupedTile32 = Tile<1, 1, 1, 4, 128, 6>;  // (16, 32)
 // m <= 256, and every grouped product with m > 16: warp tile (32, 32).
 using MidTile = Tile<2, 4, 2, 2, 128, 4>;  // (64, 64)
 // m > 256: warp tile (64, 64) amortizes the decode over 4 m16 rows and the x permute over 8 n8.
@@ -513,7 +519,9 @@ void launch_mma_sync(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_
         if (a.m <= 256) return launch_tile<MidTile, false, D>(a, sms, clusters, stream);
         return launch_tile<LargeTile, false, D>(a, sms, clusters, stream);
     }
-    if (a.m <= 16) return launch_tile<SmallTile, true, D>(a, sms, clusters, stream);
+    if (a.m <= 16 && a.n <= kMaxNTiles * SmallGroupedTile32::kBN)
+        return launch_tile<SmallGroupedTile32, true, D>(a, sms, clusters, stream);
+    if (a.m <= 16) return launch_tile<SmallGroupedTile, true, D>(a, sms, clusters, stream);
     return launch_tile<MidTile, true, D>(a, sms, clusters, stream);
 }
 

@@ -26,7 +26,7 @@
 // set_tern2_gemm_variant forces either.
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
-// (128, 128) above), k split over a thread block cluster of up to 8 CTAs where the tiles leave
+// (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split over a thread block cluster of up to 8 CTAs where the tiles leave
 // SMs idle (one scale group only: with several, y adds the groups' terms in order, so one CTA
 // owns a tile's whole k, and a thread loads its columns' scales of the next group as it adds
 // this group's terms); the same kernel runs bt's trit planes (kernels/bt_gemm.h); its first stages'

@@ -215,42 +215,65 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     const int kt1 = static_cast<int>(int64_t{a.ktiles} * (split + 1) / splits);
 
     // Copies k-tile kt of x (of the codes) into ring slot `slot`; rows past m / n and columns past
-    // k are zero-filled.
+    // k are zero-filled. Each thread's 16-byte granules and their row checks are fixed when the
+    // kernel starts (the k loop only adds the tile's column): granule i of x is column granule
+    // tid % kXGran of row tid / kXGran + i * kXRows; granule i of the codes is column granule
+    // tid % kCGran of the stage's code row cr + i * kCRows (cr = tid / kCGran; kCRows = 64 with
+    // 128 threads and 128-column k-tiles), which is row (cr + i * kCRows) % BN of plane
+    // (cr + i * kCRows) / BN. (Before, a loop over q = tid, tid + threads, .. recomputed every
+    // granule's row and 64-bit offset each k-tile: 13 % of the grouped bt kernel's instructions.)
+    constexpr int kXGran = kKS / kGranule, kXRows = T::kThreads / kXGran;
+    constexpr int kXIters = T::kBM / kXRows;
+    constexpr int kCGran = kKS / kChunk, kCRows = T::kThreads / kCGran;
+    constexpr int kCIters = (D * T::kBN + kCRows - 1) / kCRows;
+    static_assert(T::kThreads % kXGran == 0 && T::kBM % kXRows == 0 && kXIters <= 32);
+    static_assert(T::kThreads % kCGran == 0 && (T::kBN % kCRows == 0 || kCRows % T::kBN == 0) &&
+                  kCIters <= 32);
+    const int xu = tid % kXGran, xr = tid / kXGran;
+    const int64_t x_off = (m0 + xr) * a.k + xu * kGranule, x_step = kXRows * a.k;
+    uint32_t x_rows = 0;  // bit i: row xr + i * kXRows of the tile is below m
+#pragma unroll
+    for (int i = 0; i < kXIters; ++i)
+        if (m0 + xr + i * kXRows < a.m) x_rows |= 1u << i;
+    const int cu = tid % kCGran, cr = tid / kCGran;
+    const int cplane = cr / T::kBN, crow = cr % T::kBN;
+    const int64_t row_bytes = a.k / fmt::kTern2CodesPerByte;
+    int64_t c_off = (n0 + crow) * row_bytes + cu * kGranule;
+    if constexpr (D > 1) c_off += cplane * a.plane_bytes;
+    // Bit i: granule i's row is below n (else it is zero-filled). Where BN < 64 a granule's
+    // plane may be past D too: such granules are not copied at all (their stage row is not the
+    // stage's: it would be the next stage's x).
+    uint32_t c_rows = 0, c_planes = 0;
+#pragma unroll
+    for (int i = 0; i < kCIters; ++i) {
+        if (n0 + crow + i * kCRows % T::kBN < a.n) c_rows |= 1u << i;
+        if (cplane + i * kCRows / T::kBN < D) c_planes |= 1u << i;
+    }
+
     auto load_x = [&](int slot, int kt) {
-        uint8_t* xs = smem + slot * R::kStageBytes;
+        const uint32_t xs =
+            smem_addr(smem + slot * R::kStageBytes) + xr * T::kXStride + xu * kGranule;
         const int64_t col = int64_t{kt} * kKS;
-        constexpr int kXGran = kKS / kGranule;
-        for (int q = tid; q < T::kBM * kXGran; q += T::kThreads) {
-            const int r = q / kXGran, u = q % kXGran;
-            const bool ok = m0 + r < a.m && col + u * kGranule < a.k;
-            const int8_t* src = ok ? a.x + (m0 + r) * a.k + col + u * kGranule : a.x;
-            cp_async16(smem_addr(xs + r * T::kXStride + u * kGranule), src, ok);
+        const bool col_ok = col + xu * kGranule < a.k;
+#pragma unroll
+        for (int i = 0; i < kXIters; ++i) {
+            const bool ok = col_ok && (x_rows >> i & 1u);
+            const int8_t* src = ok ? a.x + x_off + i * x_step + col : a.x;
+            cp_async16(xs + i * kXRows * T::kXStride, src, ok);
         }
     };
     auto load_codes = [&](int slot, int kt) {
-        uint8_t* cs = smem + slot * R::kStageBytes + T::kBM * T::kXStride;
+        const uint32_t cs = smem_addr(smem + slot * R::kStageBytes + T::kBM * T::kXStride) +
+                            cr * T::kCStride + cu * kGranule;
         const int64_t col = int64_t{kt} * kKS;
-        constexpr int kCGran = kKS / kChunk;
-        if constexpr (D == 1) {
-            for (int q = tid; q < T::kBN * kCGran; q += T::kThreads) {
-                const int r = q / kCGran, u = q % kCGran;
-                const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
-                const uint8_t* src = ok ? a.codes + (n0 + r) * (a.k / fmt::kTern2CodesPerByte) +
-                                              col / 4 + u * kGranule
-                                        : a.codes;
-                cp_async16(smem_addr(cs + r * T::kCStride + u * kGranule), src, ok);
-            }
-        } else {
-            // Plane i's rows follow plane i - 1's: row (i * BN + r) of the stage's codes.
-            for (int q = tid; q < D * T::kBN * kCGran; q += T::kThreads) {
-                const int r = q / kCGran % T::kBN, u = q % kCGran, i = q / (T::kBN * kCGran);
-                const bool ok = n0 + r < a.n && col + u * kChunk < a.k;
-                const uint8_t* src = ok ? a.codes + i * a.plane_bytes +
-                                              (n0 + r) * (a.k / fmt::kTern2CodesPerByte) + col / 4 +
-                                              u * kGranule
-                                        : a.codes;
-                cp_async16(smem_addr(cs + (i * T::kBN + r) * T::kCStride + u * kGranule), src, ok);
-            }
+        const bool col_ok = col + cu * kChunk < a.k;
+#pragma unroll
+        for (int i = 0; i < kCIters; ++i) {
+            const bool ok = col_ok && (c_rows >> i & 1u);
+            int64_t at = c_off + (i * kCRows % T::kBN) * row_bytes + col / 4;
+            if constexpr (D > 1) at += (i * kCRows / T::kBN) * a.plane_bytes;
+            if (T::kBN < kCRows && !(c_planes >> i & 1u)) continue;
+            cp_async16(cs + i * kCRows * T::kCStride, ok ? a.codes + at : a.codes, ok);
         }
     };
     auto load_tile = [&](int slot, int kt) {

@@ -177,27 +177,32 @@ __device__ __forceinline__ void code_fragments(uint32_t w, uint32_t (&b)[2][2]) 
 
 // B fragments of bt codes from the D plane words of the same 16 columns (w[i]: trit plane i),
 // laid out as code_fragments': each byte is sum_i 3^i t_i. prmt maps a field to its digit t + 1
-// (00 -> 1, 01 -> 2, 10 -> 0, and the invalid 11 -> 1, as tern2_decode), Horner's rule adds the
-// digits up in 32-bit multiply-adds (a byte holds at most 3^D - 1 = 80: no carry into the next),
-// and one per-byte subtract of (3^D - 1) / 2 = sum_i 3^i turns the digits' sum into the code.
+// (00 -> 1, 01 -> 2, 10 -> 0, and the invalid 11 -> 1, as tern2_decode) and Horner's rule adds
+// the digits up in 32-bit multiply-adds. Plane 0's table also adds 128 - (3^D - 1) / 2 to every
+// byte, so a byte ends as code + 128, in 88 .. 168 (no carry into the next byte), and one xor of
+// the bytes' top bits makes it the int8 code ((c + 128) ^ 0x80 is c in two's complement for c in
+// -40 .. 40): one instruction where the per-byte subtract (__vsub4) took three.
 template <int D>
 __device__ __forceinline__ void plane_fragments(const uint32_t (&w)[D], uint32_t (&b)[2][2]) {
     constexpr uint32_t kDigit = 0x01000201u;
-    constexpr uint32_t kBias = static_cast<uint32_t>(fmt::bt_levels(D)) * 0x01010101u;
+    constexpr uint32_t kDigit0 =
+        kDigit + static_cast<uint32_t>(128 - fmt::bt_levels(D)) * 0x01010101u;
+    static_assert(fmt::bt_levels(D) <= 40, "a byte's digits plus the offset stay below 256");
     uint32_t s[2][2] = {};
 #pragma unroll
     for (int i = D - 1; i >= 0; --i) {
+        const uint32_t lut = i == 0 ? kDigit0 : kDigit;
         const uint32_t lo = w[i] & 0x33333333u, hi = (w[i] >> 2) & 0x33333333u;
-        s[0][0] = s[0][0] * 3 + __byte_perm(kDigit, 0, lo);
-        s[0][1] = s[0][1] * 3 + __byte_perm(kDigit, 0, lo >> 16);
-        s[1][0] = s[1][0] * 3 + __byte_perm(kDigit, 0, hi);
-        s[1][1] = s[1][1] * 3 + __byte_perm(kDigit, 0, hi >> 16);
+        s[0][0] = s[0][0] * 3 + __byte_perm(lut, 0, lo);
+        s[0][1] = s[0][1] * 3 + __byte_perm(lut, 0, lo >> 16);
+        s[1][0] = s[1][0] * 3 + __byte_perm(lut, 0, hi);
+        s[1][1] = s[1][1] * 3 + __byte_perm(lut, 0, hi >> 16);
     }
 #pragma unroll
     for (int p = 0; p < 2; ++p)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            b[p][h] = __vsub4(s[p][h], kBias);
+            b[p][h] = s[p][h] ^ 0x80808080u;
 }
 
 // D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h).

@@ -26,12 +26,13 @@
 // set_tern2_gemm_variant forces either.
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
-// (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split over a thread block cluster of up to 8 CTAs where the tiles leave
-// SMs idle (one scale group only: with several, y adds the groups' terms in order, so one CTA
-// owns a tile's whole k, and a thread loads its columns' scales of the next group as it adds
-// this group's terms); the same kernel runs bt's trit planes (kernels/bt_gemm.h); its first stages'
-// codes load before the previous kernel ends when PackedWeights::pdl; the split tiles are added
-// four outputs a thread, the peers' words read with ld.shared::cluster, issued together.
+// (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split
+// over a thread block cluster of up to 8 CTAs where the tiles leave SMs idle (one scale group
+// only: with several, y adds the groups' terms in order, so one CTA owns a tile's whole k, and a
+// thread loads its columns' scales of the next group as it adds this group's terms); the same
+// kernel runs bt's trit planes (kernels/bt_gemm.h); its first stages' codes load before the
+// previous kernel ends when PackedWeights::pdl; the split tiles are added four outputs a thread,
+// the peers' words read with ld.shared::cluster, issued together.
 //
 // Layout trick (mma.sync kernel): any permutation of k applied to both mma operands leaves the dot
 // product alone. A word W of 16 codes decodes with 4 __byte_perm into the columns [0,2,4,6],

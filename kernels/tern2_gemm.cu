@@ -67,13 +67,27 @@ struct Tile {
 
 // The shared-memory ring of tile T reading D code planes a k-tile (bt's trit planes,
 // kernels/bt_gemm.h; tern2: D = 1, T's own sizes): the planes' rows of a stage follow each other.
-template <class T, int D>
+template <class T, int D, bool kScales = false>
 struct Ring {
-    static constexpr int kStageBytes = T::kBM * T::kXStride + D * T::kBN * T::kCStride;
+    // kScales: the k-tile's weight scales, kScaleSlots groups of BN floats after the codes (a
+    // 128-column k-tile meets at most two groups of a multiple of 64 columns).
+    static constexpr int kScaleSlots = kScales ? T::kKS / 64 : 0;
+    static constexpr int kScaleOffset = T::kBM * T::kXStride + D * T::kBN * T::kCStride;
+    static constexpr int kStageBytes = kScaleOffset + kScaleSlots * T::kBN * 4;
     static constexpr int kSmemBytes =
         T::kStages * kStageBytes > T::kRedBytes ? T::kStages* kStageBytes : T::kRedBytes;
-    static_assert(D > 1 || (kStageBytes == T::kStageBytes && kSmemBytes == T::kSmemBytes));
+    static_assert(D > 1 || kScales ||
+                  (kStageBytes == T::kStageBytes && kSmemBytes == T::kSmemBytes));
 };
+
+// Whether tile T's grouped kernel stages the weight scales in the ring (Ring<T, D, true>) or
+// loads each thread's scales of the next group into registers at a group's end. H200, bt2 with
+// groups of 64 (BENCHMARKS.md, session 49): staging takes 13-18 % off every m = 64..2048 cell,
+// where a group's end waited on its scales' global loads, but adds 3-7 % at m = 16 on three of
+// four shapes (why was not measured: 2 BN 4-byte copies a k-tile against 16 rows' x and codes
+// is a guess).
+template <class T, bool kGrouped>
+constexpr bool kScalesStaged = (kGrouped && T::kBM > 16);
 
 // m <= 16 (memory bound): one m16 row of mma per warp, 4 warps along n. BN = 128 halves the x
 // bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
@@ -117,6 +131,12 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(valid ? 16 : 0));
+}
+
+// 4-byte global -> shared copy (cp.async.ca: sizes below 16 bytes), zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 4 : 0));
 }
 
 __device__ __forceinline__ void cp_async_commit() {
@@ -208,7 +228,10 @@ __device__ __forceinline__ void plane_fragments(const uint32_t (&w)[D], uint32_t
 // D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h).
 template <class T, bool kGrouped, int D>
 __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsOf<D> a) {
-    using R = Ring<T, D>;
+    // Grouped y's weight scales: staged in the ring with each k-tile where BM > 16, else loaded
+    // into registers a group ahead (kScalesStaged above says why).
+    constexpr bool kStaged = kScalesStaged<T, kGrouped>;
+    using R = Ring<T, D, kStaged>;
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int kMI = T::kMI, kNI = T::kNI, kKS = T::kKS, kStages = T::kStages;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
@@ -281,25 +304,51 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
             cp_async16(cs + i * kCRows * T::kCStride, ok ? a.codes + at : a.codes, ok);
         }
     };
+    // kStaged: the weight scales of the k-tile's groups ride in the ring with its x and codes,
+    // so a group's end reads them from shared memory. Thread tid < 2 BN copies column
+    // n0 + tid % BN's scale of the tile's (tid / BN)-th group; ld_group / ld_end track the group
+    // holding the first column of the next tile to load (tiles load in increasing order).
+    const int sc_col = kStaged ? tid % T::kBN : 0, sc_slot = kStaged ? tid / T::kBN : 0;
+    const bool sc_copies = kStaged && a.out.y != nullptr && sc_slot < R::kScaleSlots;
+    const bool sc_col_ok = kStaged && n0 + sc_col < a.n;
+    const float* sc_row =
+        sc_col_ok ? detail::epilogue_w_scale(a.out, n0 + sc_col, a.groups) : a.out.w_scale;
+    int64_t ld_group = 0, ld_end = kStaged ? a.group : 0;
+    auto load_scales = [&](int slot, int kt) {
+        if constexpr (kStaged) {
+            const int64_t col = int64_t{kt} * kKS;
+            while (ld_end <= col)
+                ++ld_group, ld_end += a.group;
+            if (sc_copies) {
+                const int64_t gi = ld_group + sc_slot;
+                const bool ok = sc_col_ok && gi < a.groups && gi * a.group < col + kKS;
+                cp_async4(smem_addr(smem + slot * R::kStageBytes + R::kScaleOffset) +
+                              4u * static_cast<uint32_t>(sc_slot * T::kBN + sc_col),
+                          ok ? sc_row + gi : a.out.w_scale, ok);
+            }
+        }
+    };
     auto load_tile = [&](int slot, int kt) {
         load_x(slot, kt);
         load_codes(slot, kt);
+        load_scales(slot, kt);
     };
 
     int32_t acc[kMI][kNI][4] = {};
     // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
     int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
-    // Grouped y: the weight scales of this thread's 2 kNI columns for the current group, loaded a
-    // group ahead (group g + 1's loads are issued as group g's terms are added, and all of them
-    // together: one load latency a group at most, not one a column). Columns past n take 0 (their
-    // outputs are not stored).
-    float wsg[kGrouped ? kNI : 1][2] = {};
-    auto load_scales = [&](int64_t gi) {
+    // Grouped y, !kStaged: the weight scales of this thread's 2 kNI columns for the current group,
+    // loaded a group ahead (group g + 1's loads are issued as group g's terms are added, and all
+    // of them together: one load latency a group at most, not one a column). Columns past n take
+    // 0 (their outputs are not stored).
+    constexpr bool kRegScales = kGrouped && !kStaged;
+    float wsg[kRegScales ? kNI : 1][2] = {};
+    auto load_reg_scales = [&](int64_t gi) {
         int64_t col0 = n0 + wc + t * 2;
         asm volatile("" : "+l"(col0));  // computed here, not kept live over the k loop
 #pragma unroll
-        for (int ni = 0; ni < (kGrouped ? kNI : 1); ++ni)
+        for (int ni = 0; ni < (kRegScales ? kNI : 1); ++ni)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int64_t oj = col0 + ni * 8 + h;
@@ -317,13 +366,14 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
         cp_async_commit();
     }
     detail::pdl_wait();
-    if constexpr (kGrouped) {
-        if (a.out.y != nullptr) load_scales(0);
+    if constexpr (kRegScales) {
+        if (a.out.y != nullptr) load_reg_scales(0);
     }
     for (int s = 0; s < kStages - 1; ++s) {
         if (kt0 + s < kt1) {
             load_x(s, kt0 + s);
             if (!early) load_codes(s, kt0 + s);
+            load_scales(s, kt0 + s);
         }
         cp_async_commit();  // empty groups keep the wait count uniform
     }
@@ -338,6 +388,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
 
         const uint8_t* xs = smem + (i % kStages) * R::kStageBytes;
         const uint8_t* cs = xs + T::kBM * T::kXStride;
+        [[maybe_unused]] const int64_t tile_group = group_index;  // holds the tile's 1st column
 #pragma unroll
         for (int c = 0; c < kKS / kChunk; ++c) {
             uint32_t af[kMI][2][4];
@@ -393,6 +444,22 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                                             acc[mi][ni][e];
                                     acc[mi][ni][e] = 0;
                                 }
+                    } else if constexpr (kStaged) {
+                        // This group's scales of the thread's columns, from the tile's stage.
+                        const float* sc = reinterpret_cast<const float*>(xs + R::kScaleOffset) +
+                                          (group_index - tile_group) * T::kBN + wc + t * 2;
+#pragma unroll
+                        for (int ni = 0; ni < kNI; ++ni) {
+                            const float2 w = *reinterpret_cast<const float2*>(sc + ni * 8);
+#pragma unroll
+                            for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    ysum[mi][ni][e] = detail::epilogue_add(
+                                        ysum[mi][ni][e], e % 2 == 0 ? w.x : w.y, acc[mi][ni][e]);
+                                    acc[mi][ni][e] = 0;
+                                }
+                        }
                     } else {
 #pragma unroll
                         for (int mi = 0; mi < kMI; ++mi)
@@ -404,7 +471,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                                         ysum[mi][ni][e], wsg[ni][e % 2], acc[mi][ni][e]);
                                     acc[mi][ni][e] = 0;
                                 }
-                        if (group_index + 1 < a.groups) load_scales(group_index + 1);
+                        if (group_index + 1 < a.groups) load_reg_scales(group_index + 1);
                     }
                     ++group_index;
                     group_end = group_end + a.group < a.k ? group_end + a.group : a.k;
@@ -522,7 +589,7 @@ void launch(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_t stream)
         splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
     }
     const auto kernel = tern2_gemm_kernel<T, kGrouped, D>;
-    constexpr int kSmem = Ring<T, D>::kSmemBytes;
+    constexpr int kSmem = Ring<T, D, kScalesStaged<T, kGrouped>>::kSmemBytes;
     TRIT_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),

@@ -653,15 +653,17 @@ std::atomic<int> g_tokens{0};
 //     1024 x 1024 at m = 128 / 160: 5.45 / 6.52 against 6.39 / 6.36);
 //   - k <= 4096: n ceil(m / 64) <= 5120 (2560 x 2560 at m = 128 / 160: 9.79 / 12.71 against
 //     11.01 / 11.03; 4096 x 4096 at m = 64 / 80: 12.40 / 24.60 against 15.43 / 15.44);
-//   - longer k (stream-K): n ceil(m / 64) <= 2560 (2560 x 6912 at m = 64 / 80: 13.77 / 20.85
-//     against 18.06 / 18.21; 4096 x 11008 at m = 40: 24.90 against 24.32);
+//   - longer k (stream-K): n ceil(m / 64) <= 4096 (session 49, after 05c5f9d made the mma.sync
+//     kernel 0-31 % faster: 4096 x 11008 at m = 40 / 64: 18.75 / 19.86 against 24.17 / 23.81,
+//     4096 x 14336 at m = 40 / 64: 23.36 / 24.64 against 28.19 / 25.93; 2560 x 6912 at m = 80:
+//     16.32 against 14.09; session 34's bound, 2560, sent the first two to wgmma);
 // wgmma above m = 256 (H100, session 17: 768 x 3072 at m = 384, 17.3 against 13.3).
 bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
     if (m > 256 || detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
     if (m <= 16) return false;
     if (k <= 1024) return n * m > 147456;
     const int64_t width = n * fmt::ceil_div(m, int64_t{64});
-    return width > (k <= 4096 ? 5120 : 2560);
+    return width > (k <= 4096 ? 5120 : 4096);
 }
 
 }  // namespace

@@ -338,22 +338,29 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
     int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
-    // Grouped y, !kStaged: the weight scales of this thread's 2 kNI columns for the current group,
-    // loaded a group ahead (group g + 1's loads are issued as group g's terms are added, and all
-    // of them together: one load latency a group at most, not one a column). Columns past n take
-    // 0 (their outputs are not stored).
+    // Grouped y, !kStaged (the m <= 16 tiles, kNI <= 2): the weight scales of this thread's 2 kNI
+    // columns for the current group, loaded a group ahead (group g + 1's loads are issued as group
+    // g's terms are added, and all of them together: one load latency a group at most, not one a
+    // column). The columns' scale rows are found once, here (columns past n read row 0: their
+    // outputs are not stored), so that a group's loads are one add and load a column.
     constexpr bool kRegScales = kGrouped && !kStaged;
-    float wsg[kRegScales ? kNI : 1][2] = {};
+    constexpr int kWsCols = kRegScales ? kNI : 1;
+    float wsg[kWsCols][2] = {};
+    const float* ws_rows[kWsCols][2];
+#pragma unroll
+    for (int ni = 0; ni < kWsCols; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t oj = n0 + wc + t * 2 + ni * 8 + h;
+            ws_rows[ni][h] =
+                kRegScales ? detail::epilogue_w_scale(a.out, oj < a.n ? oj : 0, a.groups) : nullptr;
+        }
     auto load_reg_scales = [&](int64_t gi) {
-        int64_t col0 = n0 + wc + t * 2;
-        asm volatile("" : "+l"(col0));  // computed here, not kept live over the k loop
 #pragma unroll
-        for (int ni = 0; ni < (kRegScales ? kNI : 1); ++ni)
+        for (int ni = 0; ni < kWsCols; ++ni)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int64_t oj = col0 + ni * 8 + h;
-                wsg[ni][h] = oj < a.n ? detail::epilogue_w_scale(a.out, oj, a.groups)[gi] : 0.0f;
-            }
+            for (int h = 0; h < 2; ++h)
+                wsg[ni][h] = ws_rows[ni][h][gi];
     };
 
     // Launched with PDL: x, and y below, may be the previous kernel's; the codes only where

@@ -82,10 +82,10 @@ struct Ring {
 
 // Whether tile T's grouped kernel stages the weight scales in the ring (Ring<T, D, true>) or
 // loads each thread's scales of the next group into registers at a group's end. H200, bt2 with
-// groups of 64 (BENCHMARKS.md, session 49): staging takes 13-18 % off every m = 64..2048 cell,
+// groups of 64 (BENCHMARKS.md, session 49): staging takes 13-19 % off every m = 64..2048 cell,
 // where a group's end waited on its scales' global loads, but adds 3-7 % at m = 16 on three of
-// four shapes (why was not measured: 2 BN 4-byte copies a k-tile against 16 rows' x and codes
-// is a guess).
+// four shapes, where one warp a scheduler issues the kernel's instructions back to back (ncu,
+// part 3 there) and the copies add to them.
 template <class T, bool kGrouped>
 constexpr bool kScalesStaged = (kGrouped && T::kBM > 16);
 
@@ -657,7 +657,7 @@ std::atomic<int> g_tokens{0};
 // 4.54, 4.18 / 4.57; 2048 x 2048 5.76 / 6.23, 5.98 / 6.26; 2560 x 2560 6.61 / 7.11, 7.39 / 7.13;
 // 3072 x 3072 7.74 / 7.82, 7.85 / 7.87), while it kept winning where n > k or n k is larger
 // (1536 x 768 4.49 / 4.11, 3072 x 768 5.49 / 4.16, 4096 x 4096 9.97 / 9.63, 6912 x 2560 10.53 /
-// 7.50 at m = 56) and from m = 80 (768 x 768 4.33 / 4.22). Its other CTAs
+// 7.50 at m = 56) and from m = 80 (768 x 768 4.33 / 4.22). The wgmma kernel's other CTAs
 // own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256 (one wave
 // or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k <= 1024
 // with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x 4096,

@@ -650,14 +650,7 @@ std::atomic<int> g_tokens{0};
 
 // Whether auto dispatch sends a one-group call to the wgmma kernel on an sm_90 device with `sms`
 // SMs: wherever its k-split tile pays (detail::tern2_gemm_sm90_ksplit_pays, kernels/
-// tern2_gemm_sm90_tile.h; H200, session 35) but at m <= 64 on n <= k with n k <= 3072^2, else by
-// the rule below. There the k-split tile, whose time grows with k (its CTAs each run all of k
-// for 64 rows), lost to the mma.sync kernel after 05c5f9d (H200, session 49, both forced, us
-// mma.sync / k-split at m = 56 and 64: 768 x 768 3.97 / 4.14, 4.03 / 4.17; 1024 x 1024 4.09 /
-// 4.54, 4.18 / 4.57; 2048 x 2048 5.76 / 6.23, 5.98 / 6.26; 2560 x 2560 6.61 / 7.11, 7.39 / 7.13;
-// 3072 x 3072 7.74 / 7.82, 7.85 / 7.87), while it kept winning where n > k or n k is larger
-// (1536 x 768 4.49 / 4.11, 3072 x 768 5.49 / 4.16, 4096 x 4096 9.97 / 9.63, 6912 x 2560 10.53 /
-// 7.50 at m = 56) and from m = 80 (768 x 768 4.33 / 4.22). The wgmma kernel's other CTAs
+// tern2_gemm_sm90_tile.h; H200, session 35), else by the rule below. Its other CTAs
 // own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256 (one wave
 // or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k <= 1024
 // with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x 4096,
@@ -673,9 +666,7 @@ std::atomic<int> g_tokens{0};
 //     16.32 against 14.09; session 34's bound, 2560, sent the first two to wgmma);
 // wgmma above m = 256 (H100, session 17: 768 x 3072 at m = 384, 17.3 against 13.3).
 bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
-    if (m > 256) return true;
-    const bool ksplit_loses = m <= 64 && n <= k && n * k <= int64_t{3072} * 3072;
-    if (!ksplit_loses && detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
+    if (m > 256 || detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
     if (m <= 16) return false;
     if (k <= 1024) return n * m > 147456;
     const int64_t width = n * fmt::ceil_div(m, int64_t{64});

@@ -21,15 +21,16 @@
 // for m = 49..256 wherever its k-split tile pays (kernels/tern2_gemm_sm90_tile.h: its tiles fit
 // one wave and k <= 2n, or m > 64, 32 tiles or more and m > 128 or k <= 8192); for m = 17..256,
 // where k <= 1024 and n m > 147456, k <= 4096 and n ceil(m / 64) > 5120, or longer k and
-// n ceil(m / 64) > 2560 (the mma.sync kernel's 64-token tiles against the wgmma kernel's one wave;
+// n ceil(m / 64) > 4096 (the mma.sync kernel's 64-token tiles against the wgmma kernel's one wave;
 // measured crossover, see the .cu);
 // set_tern2_gemm_variant forces either.
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
 // (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split
 // over a thread block cluster of up to 8 CTAs where the tiles leave SMs idle (one scale group
-// only: with several, y adds the groups' terms in order, so one CTA owns a tile's whole k, and a
-// thread loads its columns' scales of the next group as it adds this group's terms); the same
+// only: with several, y adds the groups' terms in order, so one CTA owns a tile's whole k; the
+// (64, 64) tile copies each k-tile's scales into its shared-memory ring, the m <= 16 tiles load a
+// thread's columns' scales of the next group as it adds this group's terms); the same
 // kernel runs bt's trit planes (kernels/bt_gemm.h); its first stages' codes load before the
 // previous kernel ends when PackedWeights::pdl; the split tiles are added four outputs a thread,
 // the peers' words read with ld.shared::cluster, issued together.

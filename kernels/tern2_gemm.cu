@@ -650,12 +650,21 @@ std::atomic<int> g_tokens{0};
 
 // Whether auto dispatch sends a one-group call to the wgmma kernel on an sm_90 device with `sms`
 // SMs: wherever its k-split tile pays (detail::tern2_gemm_sm90_ksplit_pays, kernels/
-// tern2_gemm_sm90_tile.h; H200, session 35), else by the rule below. Its other CTAs
-// own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256 (one wave
-// or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k <= 1024
-// with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x 4096,
-// m = 40 to 256, both kernels forced; the rule picks the faster kernel on all 144 cases, but for
-// 768 x 768 at m = 256 (a tie, 5.62 against 5.58 us)): mma.sync while
+// tern2_gemm_sm90_tile.h; H200, session 35) but at m <= 64 on n <= k with n k <= 3072^2, else by
+// the rule below. There the k-split tile, whose time grows with k (its CTAs each run all of k
+// for 64 rows), lost to the mma.sync kernel after 05c5f9d (H200, session 49, both forced, us
+// mma.sync / k-split at m = 56 and 64: 768 x 768 3.97 / 4.14, 4.03 / 4.17; 1024 x 1024 4.09 /
+// 4.54, 4.18 / 4.57; 2048 x 2048 5.76 / 6.23, 5.98 / 6.26; 2560 x 2560 6.61 / 7.11, 7.39 / 7.13;
+// 3072 x 3072 7.74 / 7.82, 7.85 / 7.87), while it kept winning where n > k or n k is larger
+// (1536 x 768 4.49 / 4.11, 3072 x 768 5.49 / 4.16, 4096 x 4096 9.97 / 9.63, 6912 x 2560 10.53 /
+// 7.50 at m = 56) and from m = 80 (768 x 768 4.33 / 4.22). Under auto (session 50, the 7 square
+// and near-square shapes above at m = 49, 56, 64, 80) it takes the faster kernel to within 1 % in
+// 27 of 28 cells; at 2560 x 2560, m = 64 mma.sync takes 7.37 us against the k-split's 7.14. Its
+// other CTAs own (128 weights, 96 to 256 tokens) tiles, so its time hardly changes up to m = 256
+// (one wave or stream-K); the mma.sync kernel's grows with n times its 64-token tiles, and where k
+// <= 1024 with m itself. Measured on the H200 (session 34: 18 shapes from 768 x 768 to 14336 x
+// 4096, m = 40 to 256, both kernels forced; the rule picks the faster kernel on all 144 cases, but
+// for 768 x 768 at m = 256 (a tie, 5.62 against 5.58 us)): mma.sync while
 //   - k <= 1024: n m <= 147456 (3072 x 768 at m = 48 / 56: 4.80 / 5.59 against 5.29 / 5.38;
 //     1024 x 1024 at m = 128 / 160: 5.45 / 6.52 against 6.39 / 6.36);
 //   - k <= 4096: n ceil(m / 64) <= 5120 (2560 x 2560 at m = 128 / 160: 9.79 / 12.71 against
@@ -666,7 +675,9 @@ std::atomic<int> g_tokens{0};
 //     16.32 against 14.09; session 34's bound, 2560, sent the first two to wgmma);
 // wgmma above m = 256 (H100, session 17: 768 x 3072 at m = 384, 17.3 against 13.3).
 bool wgmma_pays(int64_t m, int64_t n, int64_t k, int sms) {
-    if (m > 256 || detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
+    if (m > 256) return true;
+    const bool ksplit_loses = m <= 64 && n <= k && n * k <= int64_t{3072} * 3072;
+    if (!ksplit_loses && detail::tern2_gemm_sm90_ksplit_pays(m, n, k, sms)) return true;
     if (m <= 16) return false;
     if (k <= 1024) return n * m > 147456;
     const int64_t width = n * fmt::ceil_div(m, int64_t{64});

@@ -375,9 +375,9 @@ TEST(Tern2GemmContract, AcceptsTheModelShapes) {
 // The mma.sync/wgmma rule (kernels/tern2_gemm.cu, wgmma_pays) on the 18 shapes it was fitted on
 // (H200, 132 SMs; docs/BENCHMARKS.md, sessions 34, 35 and 49) at m = 40, 48, 56, 64, 80, 96, 128,
 // 160, 192, 256 (W: wgmma, M: mma.sync): from m = 56 the wgmma kernel's k-split tile wherever its
-// tiles fit one wave with k <= 2n, or from m = 80 with 32 tiles or more (session 35: faster than
-// both other kernels there but 1024 x 1024 at m = 64, 4.62 against mma.sync's 4.45 us); else the
-// session-34 crossover of the 128-row tiles and mma.sync.
+// tiles fit one wave with k <= 2n, or from m = 80 with 32 tiles or more (session 35), but not at
+// m <= 64 on n <= k with n k <= 3072^2 (session 49: the mma.sync kernel is faster there since
+// 05c5f9d); else the crossover of the 128-row tiles and mma.sync (sessions 34 and 49).
 TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
     using trit::kernels::Tern2GemmVariant;
     using trit::kernels::tern2_gemm_auto_kernel;
@@ -386,10 +386,10 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
         const char* picks;  // m = 40, 48, 56, 64, 80, 96, 128, 160, 192, 256
     };
     const std::vector<Case> cases = {
-        {768, 768, "MMWWWWWWWW"},    {768, 2048, "MMMMMMMMMW"},   {768, 3072, "MMMMMMMMMW"},
-        {1024, 1024, "MMWWWWWWWW"},  {1536, 768, "MMWWWWWWWW"},   {2048, 2048, "MMWWWWWWWW"},
-        {2048, 8192, "MMMMWWWWWW"},  {2560, 2560, "MMWWWWWWWW"},  {2560, 6912, "MMMMWWWWWW"},
-        {3072, 768, "MMWWWWWWWW"},   {3072, 3072, "MMWWWWWWWW"},  {4096, 4096, "MMWWWWWWWW"},
+        {768, 768, "MMMMWWWWWW"},    {768, 2048, "MMMMMMMMMW"},   {768, 3072, "MMMMMMMMMW"},
+        {1024, 1024, "MMMMWWWWWW"},  {1536, 768, "MMWWWWWWWW"},   {2048, 2048, "MMMMWWWWWW"},
+        {2048, 8192, "MMMMWWWWWW"},  {2560, 2560, "MMMMWWWWWW"},  {2560, 6912, "MMMMWWWWWW"},
+        {3072, 768, "MMWWWWWWWW"},   {3072, 3072, "MMMMWWWWWW"},  {4096, 4096, "MMWWWWWWWW"},
         {4096, 11008, "MMMMWWWWWW"}, {4096, 14336, "MMMMWWWWWW"}, {6912, 2560, "WWWWWWWWWW"},
         {8192, 2048, "WWWWWWWWWW"},  {11008, 4096, "WWWWWWWWWW"}, {14336, 4096, "WWWWWWWWWW"},
     };
@@ -418,17 +418,20 @@ TEST(Tern2GemmContract, AutoDispatchFollowsTheMeasuredCrossover) {
                   Tern2GemmVariant::kMmaSync);
     }
     // The rule's edges (the k-split tile's own in KSplitTilePaysWhereItFillsOneWave): it starts
-    // at m = 49 (2560 x 2560 at m = 48 / 49); k <= 2n (768 x 1536 / 1600 at m = 64); 32 tiles from
-    // m = 65 (2048 x 8192 at m = 64 / 65). The 128-row tiles and mma.sync: k <= 1024 at n m =
-    // 147456 (3072 x 768 at m = 48 / 49); longer k at n ceil(m / 64) = 4096 (n = 4096 / 4097 on
-    // k = 14336 at m = 64).
+    // at m = 49 (4096 x 4096 at m = 48 / 49); k <= 2n (3072 x 6144 / 6208 at m = 64); 32 tiles from
+    // m = 65 (2048 x 8192 at m = 64 / 65); not at m <= 64 on n <= k with n k <= 3072^2 (3072 x
+    // 3072 / 3136 and 3136 x 3072 at m = 64, 2560 x 2560 at m = 64 / 65). The 128-row tiles and
+    // mma.sync: k <= 1024 at n m = 147456 (3072 x 768 at m = 48 / 49); longer k at n ceil(m / 64)
+    // = 4096 (n = 4096 / 4097 on k = 14336 at m = 64).
     const struct {
         int64_t m, n, k;
         bool wgmma;
-    } edges[] = {{48, 2560, 2560, false},  {49, 2560, 2560, true},  {64, 768, 1536, true},
-                 {64, 768, 1600, false},   {64, 2048, 8192, false}, {65, 2048, 8192, true},
-                 {48, 3072, 768, false},   {49, 3072, 768, true},   {64, 2560, 6912, false},
-                 {64, 4096, 14336, false}, {64, 4097, 14336, true}};
+    } edges[] = {{48, 4096, 4096, false}, {49, 4096, 4096, true},  {64, 3072, 6144, true},
+                 {64, 3072, 6208, false}, {64, 2048, 8192, false}, {65, 2048, 8192, true},
+                 {64, 3072, 3072, false}, {64, 3072, 3136, true},  {64, 3136, 3072, true},
+                 {64, 2560, 2560, false}, {65, 2560, 2560, true},  {48, 3072, 768, false},
+                 {49, 3072, 768, true},   {64, 2560, 6912, false}, {64, 4096, 14336, false},
+                 {64, 4097, 14336, true}};
     for (const auto& c : edges) {
         SCOPED_TRACE("n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
                      " m=" + std::to_string(c.m));

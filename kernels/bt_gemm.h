@@ -22,7 +22,8 @@
 //   - a device of compute capability 8.0 or newer (int8 mma.sync), checked by the launcher.
 // Tiles as tern2_gemm's mma.sync kernel: (16, 128) to 16 tokens, (64, 64) to 256, (128, 128)
 // above; with several scale groups (16, 32) to 16 tokens ((16, 64) past 2097120 weight rows) and
-// (64, 64) above; k split over a cluster (sm_90) where one scale group leaves SMs idle.
+// (64, 64) above; k split over a cluster (sm_90) where one scale group leaves SMs idle, and with
+// several groups at m <= 16 where a cost of waves and k-tiles a CTA says so (bt_gemm_splits).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -57,5 +58,14 @@ std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
 // naming m, n, k, group and the rule when check_product or the contract above rejects the call.
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream);
+
+// The CTAs (a thread block cluster) that bt_gemm splits each output tile's k over for this call on
+// the current device; 1 where it does not split. One scale group: where the tiles alone leave SMs
+// idle (sm_90). Several groups: at m <= 16 only, 2, 4 or 8 CTAs by a cost of waves and k-tiles
+// a CTA (kernels/tern2_gemm.cu, choose_grouped_split), each CTA sending its groups' terms to the
+// CTA that adds them in group order, so that y is the unsplit kernel's bit for bit. Throws as
+// bt_gemm does on a call it rejects.
+int bt_gemm_splits(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                   const ProductOut& out);
 
 }  // namespace trit::kernels

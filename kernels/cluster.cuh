@@ -40,4 +40,42 @@ __device__ __forceinline__ int4 peer_int4(const int32_t* local, int rank) {
     return v;
 }
 
+// The two halves of a cluster barrier, for work in between: arrive without ordering anything
+// (e.g. "this CTA has started"), then wait for every CTA's arrival.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+
+// The shared::cluster address of shared-memory address `local` in the cluster's CTA `rank`.
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, int rank) {
+    uint32_t theirs = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(theirs) : "r"(local), "r"(rank));
+#else
+    (void)local;
+    (void)rank;
+#endif
+    return theirs;
+}
+
+// Stores two floats at `theirs` (from peer_addr, 8-byte aligned) in a peer's shared memory.
+__device__ __forceinline__ void peer_store_f32x2(uint32_t theirs, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(theirs), "f"(a), "f"(b)
+                 : "memory");
+#else
+    (void)theirs;
+    (void)a;
+    (void)b;
+#endif
+}
+
 }  // namespace trit::kernels::detail

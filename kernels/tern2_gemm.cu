@@ -3,7 +3,9 @@
 // codes (BN, KS / 4) through a STAGES-deep shared-memory ring; warps build mma fragments from
 // shared memory (x permuted, codes decoded with __byte_perm) and run mma.sync m16n8k32 s8 into
 // int32. Small grids split k over a thread block cluster and add the partial tiles through
-// distributed shared memory (integer sums: exact in any order). The same kernel, reading d code
+// distributed shared memory (integer sums: exact in any order); with several scale groups, at m <=
+// 16 only, each CTA sends its groups' float terms to the CTA owning their outputs, which adds them
+// in group order (the CPU's float sum, bit for bit). The same kernel, reading d code
 // planes a k-tile, is the bt GEMM (kernels/bt_gemm.h: bt_gemm and its rules are at the end of this
 // file). No LibTorch here.
 #include "kernels/tern2_gemm.h"
@@ -13,6 +15,9 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
 #include <type_traits>
 
 #include "core/error.h"
@@ -112,6 +117,10 @@ struct GemmArgs {
     ProductOut out;
     bool codes_early;  // PackedWeights::pdl: the first k-tiles of codes load before pdl_wait()
     bool vector_out;   // n % 4 = 0 and y (acc) 16-byte aligned: 16-byte stores of 4 outputs
+    // Grouped products split over a cluster (gridDim.z > 1, m <= 16): each split takes whole units
+    // of unit_tiles k-tiles (lcm(group, KS) columns: its groups are whole) and its y terms go to
+    // the shared memory of the CTA that owns their outputs (see the kernel). Unused otherwise.
+    int unit_tiles = 1;
 };
 
 // bt: codes is the first of D trit planes (kernels/bt_gemm.h), each plane_bytes further on. A
@@ -225,8 +234,18 @@ __device__ __forceinline__ void plane_fragments(const uint32_t (&w)[D], uint32_t
             b[p][h] = s[p][h] ^ 0x80808080u;
 }
 
-// D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h).
-template <class T, bool kGrouped, int D>
+// The first k-tile of split `split` of `splits` for a grouped product split over a cluster: whole
+// units of unit_tiles k-tiles, so that a split holds whole scale groups (the last one may be
+// short, or empty where there are fewer units than splits).
+__device__ __forceinline__ int split_first_tile(const GemmArgs& a, int split, int splits) {
+    const int64_t units = (a.ktiles + a.unit_tiles - 1) / a.unit_tiles;
+    return static_cast<int>(min(int64_t{a.ktiles}, units * split / splits * a.unit_tiles));
+}
+
+// D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h). kSplit: a grouped product
+// at m <= 16 with k split over a cluster (gridDim.z CTAs; see split_y below); a separate kernel,
+// so that the unsplit ones carry none of it.
+template <class T, bool kGrouped, int D, bool kSplit = false>
 __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsOf<D> a) {
     // Grouped y's weight scales: staged in the ring with each k-tile where BM > 16, else loaded
     // into registers a group ahead (kScalesStaged above says why).
@@ -239,8 +258,11 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     const int wr = warp % T::kWM * kMI * 16, wc = warp / T::kWM * kNI * 8;  // warp tile origin
     const int64_t m0 = int64_t{blockIdx.x} * T::kBM, n0 = int64_t{blockIdx.y} * T::kBN;
     const int splits = static_cast<int>(gridDim.z), split = static_cast<int>(blockIdx.z);
-    const int kt0 = static_cast<int>(int64_t{a.ktiles} * split / splits);
-    const int kt1 = static_cast<int>(int64_t{a.ktiles} * (split + 1) / splits);
+    static_assert(!kSplit || (kGrouped && T::kBM == 16), "grouped splits are sized for 16 rows");
+    const int kt0 = kSplit ? split_first_tile(a, split, splits)
+                           : static_cast<int>(int64_t{a.ktiles} * split / splits);
+    const int kt1 = kSplit ? split_first_tile(a, split + 1, splits)
+                           : static_cast<int>(int64_t{a.ktiles} * (split + 1) / splits);
 
     // Copies k-tile kt of x (of the codes) into ring slot `slot`; rows past m / n and columns past
     // k are zero-filled. Each thread's 16-byte granules and their row checks are fixed when the
@@ -337,7 +359,10 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     int32_t acc[kMI][kNI][4] = {};
     // Grouped: the finished groups' float sum per output, in increasing g (the CPU order).
     float ysum[kGrouped ? kMI : 1][kGrouped ? kNI : 1][4] = {};
-    int64_t group_end = a.group < a.k ? a.group : a.k, group_index = 0;
+    // kSplit: this split's first group (kt0 KS is a multiple of the group: see unit_tiles).
+    int64_t group_index = kSplit ? int64_t{kt0} * kKS / a.group : 0;
+    int64_t group_end =
+        kSplit ? min(group_index * a.group + a.group, a.k) : (a.group < a.k ? a.group : a.k);
     // Grouped y, !kStaged (the m <= 16 tiles, kNI <= 2): the weight scales of this thread's 2 kNI
     // columns for the current group, loaded a group ahead (group g + 1's loads are issued as group
     // g's terms are added, and all of them together: one load latency a group at most, not one a
@@ -363,6 +388,29 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                 wsg[ni][h] = ws_rows[ni][h][gi];
     };
 
+    // Grouped y split over a cluster: rank r of the S CTAs owns the tile's columns [r, r + 1) * BN
+    // / S and keeps, after the ring, every group's term of its outputs: float terms[G][BM][BN / S].
+    // A thread sends its terms w * float(sum) at each group's end to the owner of their columns
+    // (st.shared::cluster, nothing to wait for; a thread's two columns 2t, 2t + 1 have one owner),
+    // and after the loop each owner adds its outputs' terms in group order from its own shared
+    // memory: the CPU's order, so y is the unsplit kernel's bit for bit.
+    const bool split_y = kSplit && a.out.y != nullptr;
+    const int own_cols = T::kBN / splits;
+    uint32_t term_at[kNI] = {};  // owner's address of (g, 2t), group 0
+    if constexpr (kSplit) {
+        if (split_y) {
+            detail::cluster_arrive_relaxed();  // waited for before the first remote store
+            const uint32_t terms = smem_addr(smem + R::kSmemBytes);
+#pragma unroll
+            for (int ni = 0; ni < kNI; ++ni) {
+                const int c = wc + ni * 8 + t * 2;
+                const uint32_t local =
+                    terms + 4u * static_cast<uint32_t>((wr + g) * own_cols + c % own_cols);
+                term_at[ni] = detail::peer_addr(local, c / own_cols);
+            }
+        }
+    }
+
     // Launched with PDL: x, and y below, may be the previous kernel's; the codes only where
     // PackedWeights::pdl says otherwise, and then the first stages' codes load before the wait, in
     // a commit group of their own ahead of the stages' groups (which the waits below count).
@@ -374,7 +422,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     }
     detail::pdl_wait();
     if constexpr (kRegScales) {
-        if (a.out.y != nullptr) load_reg_scales(0);
+        if (a.out.y != nullptr) load_reg_scales(kSplit ? group_index : 0);
     }
     for (int s = 0; s < kStages - 1; ++s) {
         if (kt0 + s < kt1) {
@@ -384,6 +432,8 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
         }
         cp_async_commit();  // empty groups keep the wait count uniform
     }
+    if (kSplit && split_y)
+        detail::cluster_wait();  // every peer has started: its shared memory is there
     for (int kt = kt0; kt < kt1; ++kt) {
         const int i = kt - kt0;
         cp_async_wait<kStages - 2>();
@@ -467,6 +517,28 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                                     acc[mi][ni][e] = 0;
                                 }
                         }
+                    } else if (kSplit && split_y) {
+                        // Split (m <= 16 only): the terms go to their owner (see term_at).
+                        const uint32_t group_at =
+                            4u * static_cast<uint32_t>(group_index * T::kBM * own_cols);
+#pragma unroll
+                        for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+                            for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+                                for (int h = 0; h < 2; ++h) {
+                                    const uint32_t at =
+                                        term_at[ni] + group_at +
+                                        4u * static_cast<uint32_t>((mi * 16 + h * 8) * own_cols);
+                                    detail::peer_store_f32x2(
+                                        at,
+                                        __fmul_rn(wsg[ni][0], __int2float_rn(acc[mi][ni][2 * h])),
+                                        __fmul_rn(wsg[ni][1],
+                                                  __int2float_rn(acc[mi][ni][2 * h + 1])));
+                                    acc[mi][ni][2 * h] = 0;
+                                    acc[mi][ni][2 * h + 1] = 0;
+                                }
+                        if (group_index + 1 < a.groups) load_reg_scales(group_index + 1);
                     } else {
 #pragma unroll
                         for (int mi = 0; mi < kMI; ++mi)
@@ -493,6 +565,36 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     __syncthreads();  // the ring is free: stage the output tile in it
     if constexpr (kGrouped) {
         if (a.out.acc != nullptr) return;  // stored group by group above
+        if (kSplit && split_y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            // Every term has landed in its owner's shared memory (release / acquire).
+            cooperative_groups::this_cluster().sync();
+            const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
+            const float* terms = reinterpret_cast<const float*>(smem + R::kSmemBytes);
+            const int owned = T::kBM * own_cols;
+            for (int o = tid; o < owned; o += T::kThreads) {
+                const int r = o / own_cols, col = rank * own_cols + o % own_cols;
+                const int64_t oi = m0 + r, oj = n0 + col;
+                if (oi >= a.m || oj >= a.n) continue;
+                float sum = 0.0f;
+                const float* term = terms + o;
+                int64_t gi = 0;
+                for (; gi + 8 <= a.groups; gi += 8) {
+                    float v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u)
+                        v[u] = term[(gi + u) * owned];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u)
+                        sum = __fadd_rn(sum, v[u]);
+                }
+                for (; gi < a.groups; ++gi)
+                    sum = __fadd_rn(sum, term[gi * owned]);
+                a.out.y[oi * a.n + oj] = detail::epilogue_finish(a.out, sum, oi, oj);
+            }
+#endif
+            return;
+        }
     }
 
     uint32_t* red = reinterpret_cast<uint32_t*>(smem);
@@ -584,47 +686,178 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     }
 }
 
-template <class T, bool kGrouped, int D = 1>
-void launch(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_t stream) {
-    const int64_t mtiles = fmt::ceil_div(a.m, T::kBM), ntiles = fmt::ceil_div(a.n, T::kBN);
-    // Split k when the tiles alone leave SMs idle (m small): up to 2 CTAs per SM, at least one
-    // k-tile per split, at most a portable cluster. Grouped products keep one CTA per tile: their
-    // y sums groups in order, which a split would break.
-    int splits = 1;
-    if (!kGrouped && clusters && mtiles * ntiles < 2 * int64_t{sms}) {
-        const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
-        splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
-    }
-    const auto kernel = tern2_gemm_kernel<T, kGrouped, D>;
-    constexpr int kSmem = Ring<T, D, kScalesStaged<T, kGrouped>>::kSmemBytes;
+// The current device's shared memory a CTA may opt in to.
+int64_t max_smem_optin() {
+    int device = 0, optin = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
     TRIT_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>(ntiles),
-                    static_cast<unsigned>(splits));
-    detail::launch_kernel_clustered(kernel, grid, dim3(T::kThreads), kSmem, stream, true,
-                                    dim3(1, 1, static_cast<unsigned>(splits)), a);
-    TRIT_CUDA_CHECK_LAST();
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return optin;
+}
+
+// CTAs of `kernel` (`threads` threads, `smem` bytes of dynamic shared memory) that one SM of the
+// current device holds at once; cached per device and size (one cache per kernel).
+template <class Kernel>
+int64_t resident_per_sm(Kernel kernel, int threads, int64_t smem) {
+    static std::mutex mutex;
+    static std::map<std::pair<int, int64_t>, int64_t> cache;
+    int device = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find({device, smem});
+    if (it != cache.end()) return it->second;
+    int blocks = 0;
+    TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    TRIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads,
+                                                                  static_cast<size_t>(smem)));
+    cache.emplace(std::make_pair(device, smem), int64_t{blocks});
+    return blocks;
+}
+
+// A grouped product at m <= 16 (its y adds the groups' terms in order, so the kernel splits k
+// only in its kSplit form) splits k over a cluster of S = 2, 4 or 8 CTAs (sm_90; a power of two,
+// so that a thread's column pair has one owner) in whole units of lcm(group, KS) columns, where
+// the owners' terms (y: G 16 BN / S floats a CTA) fit in shared memory beside the ring. The
+// launcher takes the S, or no split, of least cost
+//     waves (the grid over the CTAs the SMs hold at that shared memory) x (the busiest split's
+//     k-tiles + kGroupedSplitFixedTiles),
+// the constant standing for a CTA's fixed time (prologue, ring fill, the owners' ordered adds).
+// Fitted on the H200 (docs/BENCHMARKS.md, session 50: bt2 with groups of 64 at m = 9 and 16 on the
+// nine default shapes, S capped at 2, 4 and 8, against the unsplit kernel): it takes the fastest
+// choice on each, or one within 1 %. us at m = 16, unsplit -> chosen: 2560 x 2560 12.2 -> 8.26 (S =
+// 4; S = 8 takes two waves, 11.19); 4096 x 4096 19.6 -> 15.28 (S = 2; S = 4, 8: 18.80, 20.01);
+// 2560 x 6912 -> 19.01 (S = 8); 768 x 3072 -> 4.87 (S = 8); 768 x 768 4.56 -> 3.72 (S = 4);
+// 6912 x 2560 (S = 2, 4, 8: 20.46, 16.83, 23.07) and 4096 x 14336 (61.4; S = 8: 65.99) unsplit.
+constexpr int64_t kGroupedSplitFixedTiles = 20;
+
+struct GroupedSplit {
+    int splits = 1, unit_tiles = 1;
+    int64_t smem = 0;  // the split kernel's dynamic shared memory: ring and terms
+};
+
+template <class T, int D>
+GroupedSplit choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms) {
+    GroupedSplit best;
+    const int64_t ring = Ring<T, D, kScalesStaged<T, true>>::kSmemBytes;
+    const int64_t unit = std::lcm<int64_t>(a.group, T::kKS) / T::kKS;
+    const int64_t units = fmt::ceil_div(int64_t{a.ktiles}, unit);
+    if (units < 2) return best;
+    const auto waves = [&](int64_t ctas, int64_t per_sm) {
+        return per_sm > 0 ? fmt::ceil_div(ctas, per_sm * sms)
+                          : std::numeric_limits<int64_t>::max() / 4;
+    };
+    int64_t best_cost =
+        waves(ntiles, resident_per_sm(tern2_gemm_kernel<T, true, D>, T::kThreads, ring)) *
+        (a.ktiles + kGroupedSplitFixedTiles);
+    const int64_t optin = max_smem_optin();
+    for (int splits = 2; splits <= kMaxSplit && splits <= units; splits *= 2) {
+        const int64_t terms =
+            a.out.y != nullptr ? a.groups * T::kBM * (T::kBN / splits) * int64_t{4} : 0;
+        if (ring + terms > optin) continue;
+        const int64_t per_sm =
+            resident_per_sm(tern2_gemm_kernel<T, true, D, true>, T::kThreads, ring + terms);
+        const int64_t busiest = std::min<int64_t>(a.ktiles, fmt::ceil_div(units, splits) * unit);
+        const int64_t cost = waves(ntiles * splits, per_sm) * (busiest + kGroupedSplitFixedTiles);
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = GroupedSplit{splits, static_cast<int>(unit), ring + terms};
+        }
+    }
+    return best;
+}
+
+// How launch() runs a call on tile T: `splits` CTAs of a cluster share each tile's k (1: none);
+// grouped: the kernel's kSplit form with units of unit_tiles k-tiles.
+struct LaunchPlan {
+    int splits = 1, unit_tiles = 1;
+    bool grouped_split = false;
+    int64_t smem = 0;  // dynamic shared memory a CTA
+};
+
+// a.ktiles set (launch_mma_sync).
+template <class T, bool kGrouped, int D>
+LaunchPlan plan_launch(const GemmArgsOf<D>& a, int sms, bool clusters) {
+    const int64_t mtiles = fmt::ceil_div(a.m, T::kBM), ntiles = fmt::ceil_div(a.n, T::kBN);
+    LaunchPlan p;
+    p.smem = Ring<T, D, kScalesStaged<T, kGrouped>>::kSmemBytes;
+    // Split k when the tiles alone leave SMs idle (m small): up to 2 CTAs per SM, at least one
+    // k-tile per split, at most a portable cluster. Grouped products split at m <= 16 only, by
+    // choose_grouped_split (their y adds the groups' terms in order; see the kernel's split_y).
+    if (!clusters || mtiles * ntiles >= 2 * int64_t{sms}) return p;
+    if constexpr (kGrouped && T::kBM == 16) {
+        const GroupedSplit split = choose_grouped_split<T, D>(a, ntiles, sms);
+        if (split.splits > 1) {
+            p.splits = split.splits;
+            p.unit_tiles = split.unit_tiles;
+            p.grouped_split = true;
+            p.smem = split.smem;
+        }
+    } else if constexpr (!kGrouped) {
+        const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
+        p.splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
+    }
+    return p;
 }
 
 template <class T, bool kGrouped, int D = 1>
-void launch_tile(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
-    a.ktiles = static_cast<int>(fmt::ceil_div(a.k, T::kKS));
-    launch<T, kGrouped, D>(a, sms, clusters, stream);
+void launch(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
+    const LaunchPlan p = plan_launch<T, kGrouped, D>(a, sms, clusters);
+    a.unit_tiles = p.unit_tiles;
+    const auto run = [&](auto kernel) {
+        TRIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(p.smem)));
+        const dim3 grid(static_cast<unsigned>(fmt::ceil_div(a.m, T::kBM)),
+                        static_cast<unsigned>(fmt::ceil_div(a.n, T::kBN)),
+                        static_cast<unsigned>(p.splits));
+        detail::launch_kernel_clustered(kernel, grid, dim3(T::kThreads), p.smem, stream, true,
+                                        dim3(1, 1, static_cast<unsigned>(p.splits)), a);
+        TRIT_CUDA_CHECK_LAST();
+    };
+    if constexpr (kGrouped && T::kBM == 16) {
+        if (p.grouped_split) return run(tern2_gemm_kernel<T, true, D, true>);
+    }
+    run(tern2_gemm_kernel<T, kGrouped, D>);
 }
 
-// The mma.sync kernel's tile by m (see the Tile aliases); G = 1 and G > 1 are separate kernels so
-// that the one-group path carries no group bookkeeping.
-template <int D>
-void launch_mma_sync(const GemmArgsOf<D>& a, int sms, bool clusters, cudaStream_t stream) {
+template <class T, bool kGrouped>
+struct TileOf {
+    using Tile = T;
+    static constexpr bool kIsGrouped = kGrouped;
+};
+
+// Calls f(TileOf<tile, grouped>{}) with the mma.sync kernel's tile by m (see the Tile aliases);
+// G = 1 and G > 1 are separate kernels so that the one-group path carries no group bookkeeping.
+template <int D, class F>
+decltype(auto) with_mma_sync_tile(const GemmArgsOf<D>& a, F&& f) {
     if (a.groups == 1) {
-        if (a.m <= 16) return launch_tile<SmallTile, false, D>(a, sms, clusters, stream);
-        if (a.m <= 256) return launch_tile<MidTile, false, D>(a, sms, clusters, stream);
-        return launch_tile<LargeTile, false, D>(a, sms, clusters, stream);
+        if (a.m <= 16) return f(TileOf<SmallTile, false>{});
+        if (a.m <= 256) return f(TileOf<MidTile, false>{});
+        return f(TileOf<LargeTile, false>{});
     }
     if (a.m <= 16 && a.n <= kMaxNTiles * SmallGroupedTile32::kBN)
-        return launch_tile<SmallGroupedTile32, true, D>(a, sms, clusters, stream);
-    if (a.m <= 16) return launch_tile<SmallGroupedTile, true, D>(a, sms, clusters, stream);
-    return launch_tile<MidTile, true, D>(a, sms, clusters, stream);
+        return f(TileOf<SmallGroupedTile32, true>{});
+    if (a.m <= 16) return f(TileOf<SmallGroupedTile, true>{});
+    return f(TileOf<MidTile, true>{});
+}
+
+template <int D>
+void launch_mma_sync(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
+    with_mma_sync_tile<D>(a, [&](auto tile) {
+        using Of = decltype(tile);
+        a.ktiles = static_cast<int>(fmt::ceil_div(a.k, Of::Tile::kKS));
+        launch<typename Of::Tile, Of::kIsGrouped, D>(a, sms, clusters, stream);
+    });
+}
+
+// The k splits launch_mma_sync would run the call with.
+template <int D>
+int mma_sync_splits(GemmArgsOf<D> a, int sms, bool clusters) {
+    return with_mma_sync_tile<D>(a, [&](auto tile) {
+        using Of = decltype(tile);
+        a.ktiles = static_cast<int>(fmt::ceil_div(a.k, Of::Tile::kKS));
+        return plan_launch<typename Of::Tile, Of::kIsGrouped, D>(a, sms, clusters).splits;
+    });
 }
 
 // The current device's SM count and compute capability.
@@ -748,7 +981,7 @@ std::string mma_sync_rejects(const PackedWeights& w, const uint8_t* codes, const
     return "";
 }
 
-// The mma.sync kernel's arguments for a call its rules take; ktiles is set by launch_tile.
+// The mma.sync kernel's arguments for a call its rules take; ktiles is set by launch_mma_sync.
 GemmArgs mma_sync_args(const PackedWeights& w, const uint8_t* codes, const int8_t* x, int64_t m,
                        int64_t group, const ProductOut& out) {
     GemmArgs a;
@@ -825,31 +1058,62 @@ std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
     return mma_sync_rejects(w, w.planes, "the planes", x, m, group);
 }
 
+namespace {
+
+// bt_gemm's checks, device and arguments, for `who`.
+struct BtGemmCall {
+    DeviceInfo dev;
+    PlaneGemmArgs a;
+};
+BtGemmCall bt_gemm_call(const char* who, const PackedWeights& w, const int8_t* x, int64_t m,
+                        int64_t group, const ProductOut& out) {
+    check_product(who, w, x, m, group, out);
+    const std::string rule = bt_gemm_rejects(w, x, m, group);
+    TRIT_CHECK(rule.empty(), who, " (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): ", rule);
+    BtGemmCall c;
+    c.dev = device_info();
+    TRIT_CHECK(c.dev.major >= 8, who, " (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group,
+               "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", c.dev.major,
+               ".x");
+    static_cast<GemmArgs&>(c.a) = mma_sync_args(w, w.planes, x, m, group, out);
+    c.a.plane_bytes = w.n * (w.k / fmt::kTern2CodesPerByte);
+    return c;
+}
+
+}  // namespace
+
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
-    check_product("bt_gemm", w, x, m, group, out);
-    const std::string rule = bt_gemm_rejects(w, x, m, group);
-    TRIT_CHECK(rule.empty(), "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): ", rule);
-    const DeviceInfo dev = device_info();
-    TRIT_CHECK(dev.major >= 8, "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group,
-               "): needs compute capability >= 8.0 (int8 mma.sync), the device has ", dev.major,
-               ".x");
-    PlaneGemmArgs a;
-    static_cast<GemmArgs&>(a) = mma_sync_args(w, w.planes, x, m, group, out);
-    a.plane_bytes = w.n * (w.k / fmt::kTern2CodesPerByte);
-    const bool clusters = dev.major >= 9;
+    const BtGemmCall c = bt_gemm_call("bt_gemm", w, x, m, group, out);
+    const bool clusters = c.dev.major >= 9;
     // bt1's one plane is a tern2 matrix: the tern2 kernel.
     switch (w.depth) {
         case 1:
-            return launch_mma_sync<1>(a, dev.sms, clusters, stream);
+            return launch_mma_sync<1>(c.a, c.dev.sms, clusters, stream);
         case 2:
-            return launch_mma_sync<2>(a, dev.sms, clusters, stream);
+            return launch_mma_sync<2>(c.a, c.dev.sms, clusters, stream);
         case 3:
-            return launch_mma_sync<3>(a, dev.sms, clusters, stream);
+            return launch_mma_sync<3>(c.a, c.dev.sms, clusters, stream);
         default:
-            return launch_mma_sync<4>(a, dev.sms, clusters, stream);
+            return launch_mma_sync<4>(c.a, c.dev.sms, clusters, stream);
+    }
+}
+
+int bt_gemm_splits(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                   const ProductOut& out) {
+    const BtGemmCall c = bt_gemm_call("bt_gemm_splits", w, x, m, group, out);
+    const bool clusters = c.dev.major >= 9;
+    switch (w.depth) {
+        case 1:
+            return mma_sync_splits<1>(c.a, c.dev.sms, clusters);
+        case 2:
+            return mma_sync_splits<2>(c.a, c.dev.sms, clusters);
+        case 3:
+            return mma_sync_splits<3>(c.a, c.dev.sms, clusters);
+        default:
+            return mma_sync_splits<4>(c.a, c.dev.sms, clusters);
     }
 }
 

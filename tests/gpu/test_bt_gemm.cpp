@@ -1,9 +1,10 @@
 // GPU tests of the bt GEMM (kernels/bt_gemm.h): the trit planes built on the GPU from the bt bytes
 // equal the CPU's from the codes; int32 accumulators and fused-epilogue y bit-exact against the CPU
 // references for d = 1..4 over a shape table that reaches every tile of the mma.sync kernel (m <=
-// 16, <= 256, above), split and unsplit k, one group and groups of 64, 128 and 192 (a partial last
-// group), m and n off the tiles; x at the int8 extremes with d = 4; auto dispatch from 9 tokens
-// where the planes are given; and the host-side contract, each rule broken once.
+// 16, <= 256, above), split and unsplit k (with several groups at m <= 16: 2, 4 and 8 splits),
+// one group and groups of 64, 128 and 192 (a partial last group), m and n off the tiles; x at the
+// int8 extremes with d = 4; auto dispatch from 9 tokens where the planes are given; and the
+// host-side contract, each rule broken once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,12 +36,16 @@ struct Shape {
 
 // m over the tiles' edges (9, 16 | 17, 64, 100, 256 | 257, 300), n odd and small and up to 2560,
 // k from one chunk to 2560, one group (group = k, group > k) and groups of 64, 128 and 192 (192
-// on k = 448 and 640: a partial last group).
+// on k = 448 and 640: a partial last group). Grouped at m <= 16, k splits over a cluster in whole
+// units of lcm(group, 128) columns on sm_90: 2 splits on (16, 3, 192, 64) and (9, 257, 448, 192)
+// (units of 384 columns, the last one partial), 4 on (12, 40, 512, 64), 8 on (16, 130, 2560, 128)
+// (SplitsGroupedCallsOfSixteenTokensOrFewerOnSm90 checks these counts).
 const std::vector<Shape> kShapes = {
     {9, 1, 64, 64},       {16, 3, 192, 64},     {17, 17, 256, 256},   {33, 130, 2560, 2560},
     {64, 64, 256, 1000},  {100, 130, 192, 64},  {256, 17, 2560, 128}, {257, 3, 64, 64},
     {300, 130, 2560, 64}, {16, 130, 2560, 128}, {9, 257, 448, 192},   {33, 1, 2560, 4096},
     {300, 200, 768, 768}, {17, 130, 640, 192},  {16, 2560, 256, 256}, {300, 256, 1024, 1024},
+    {12, 40, 512, 64},
 };
 
 TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
@@ -104,6 +109,43 @@ TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
     w.planes = bytes;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 64, &why), ProductPath::kGemm) << why;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 8, 64, &why), ProductPath::kGemv) << why;
+}
+
+// bt_gemm_splits: the grouped calls at m <= 16 of the shape table split k over 2, 4 and 8 CTAs on
+// sm_90 (none below it, which has no clusters); above 16 tokens the grouped kernel never splits;
+// 448 tiles of (16, 32) fill the GPU unsplit; one group splits where the tiles leave SMs idle.
+TEST_F(BtGemm, SplitsGroupedCallsOfSixteenTokensOrFewerOnSm90) {
+    alignas(16) static const uint8_t bytes[16] = {};
+    alignas(16) static const int8_t x[16] = {};
+    alignas(16) static float y[4] = {}, scale[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = 2;
+    w.a = bytes;
+    w.planes = bytes;
+    trit::kernels::ProductOut out;
+    out.y = y;
+    out.w_scale = scale;
+    out.x_scale = scale;
+    int device = 0, major = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+              cudaSuccess);
+    const int on_sm90 = major >= 9 ? 1 : 0;
+    const auto splits = [&](int64_t m, int64_t n, int64_t k, int64_t group) {
+        w.n = n;
+        w.k = k;
+        return trit::kernels::bt_gemm_splits(w, x, m, group, out);
+    };
+    EXPECT_EQ(splits(16, 3, 192, 64), on_sm90 ? 2 : 1);
+    EXPECT_EQ(splits(9, 257, 448, 192), on_sm90 ? 2 : 1);
+    EXPECT_EQ(splits(12, 40, 512, 64), on_sm90 ? 4 : 1);
+    EXPECT_EQ(splits(16, 130, 2560, 128), on_sm90 ? 8 : 1);
+    EXPECT_EQ(splits(17, 130, 2560, 128), 1);
+    EXPECT_EQ(splits(16, 14336, 4096, 64), 1);
+    EXPECT_EQ(splits(16, 130, 2560, 2560), on_sm90 ? 8 : 1);
+    EXPECT_THROW(splits(16, 130, 2560, 100),
+                 trit::Error);  // group % 64 != 0: named as bt_gemm does
 }
 
 // bt_to_planes (GPU, from the bt bytes) against bt_planes_pack (CPU, from the codes), every depth,

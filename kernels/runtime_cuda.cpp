@@ -399,8 +399,19 @@ std::vector<std::string> CudaModel::describe(int64_t examples) const {
             // pointer stands in for it here.
             std::string why;
             const auto* x = reinterpret_cast<const int8_t*>(l->a.data_ptr<uint8_t>());
-            choose_path(l->w, x, m, l->group, &why);
+            const ProductPath path = choose_path(l->w, x, m, l->group, &why);
             s += why;
+            if (path == ProductPath::kGemm && l->w.format == Format::kBt) {
+                // The scales stand in for the output and the x scales: bt_gemm_splits reads no
+                // data, only the call's shape and pointers.
+                ProductOut out;
+                out.y = l->w_scale.data_ptr<float>();
+                out.w_scale = out.y;
+                out.w_scale_rows = l->w_scale.size(0);
+                out.x_scale = out.y;
+                const int splits = bt_gemm_splits(l->w, x, m, l->group, out);
+                if (splits > 1) s += " (k split over " + std::to_string(splits) + " CTAs)";
+            }
         }
         if (l->as_tern2) s += " (the bin1 codes as tern2)";
         if (l->k != l->in)

@@ -66,7 +66,7 @@ TEST_F(CudaRuntime, Int8LayersGiveTheCpuReferenceLogitsBitForBit) {
         SCOPED_TRACE(format + " " + weight);
         const auto packed = exported(recipe(weight, "int8_per_token", mlp, "[fc1, fc2, head]"), format);
         trit::kernels::CudaModel gpu(packed);
-        for (int64_t m : {1, 3, 37}) {
+        for (int64_t m : {1, 3, 16, 37}) {  // bt at 16 rows: the GEMM with k split on sm_90
             torch::manual_seed(static_cast<uint64_t>(m));
             const torch::Tensor x = torch::randn({m, 784});
             const torch::Tensor want = trit::exporters::forward_cpu(packed, x);
@@ -103,6 +103,23 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     EXPECT_THAT(lines[0], HasSubstr("(k padded from 784 to 832 with zero weights)"));
     EXPECT_THAT(lines[1], HasSubstr("head (1 row) float"));
     EXPECT_THAT(lines[1], Not(HasSubstr("padded")));  // a float layer keeps its rows
+
+    // bt2 with groups of 64: the bt GEMM from 9 rows, its k split over a cluster at 16 rows on
+    // sm_90 (8 tiles of 32 weight rows; bt_gemm_splits), never at 64.
+    const auto bt2 =
+        exported(recipe("{method: balanced, granularity: group, group_size: 64, depth: 2}",
+                        "int8_per_token", "{input: 784, hidden: [256], classes: 10}"),
+                 "bt2");
+    trit::kernels::CudaModel bt2_gpu(bt2);
+    int device = 0, major = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+              cudaSuccess);
+    const std::string at16 = bt2_gpu.describe(16).at(0), at64 = bt2_gpu.describe(64).at(0);
+    EXPECT_THAT(at16, HasSubstr("fc1 (16 rows) bt2 gemm"));
+    EXPECT_EQ(at16.find("(k split over ") != std::string::npos, major >= 9) << at16;
+    EXPECT_THAT(at64, HasSubstr("fc1 (64 rows) bt2 gemm"));
+    EXPECT_THAT(at64, Not(HasSubstr("split"))) << at64;
 }
 
 TEST_F(CudaRuntime, PadsRowsWhereTheScaleGroupsAllowItAndRunsBin1AsTern2) {

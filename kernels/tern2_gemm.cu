@@ -98,9 +98,9 @@ constexpr bool kScalesStaged = (kGrouped && T::kBM > 16);
 // bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
 // k-tiles and 6 stages keep ~20 KB of codes in flight per CTA; split-k fills the GPU.
 using SmallTile = Tile<1, 4, 1, 4, 128, 6>;  // (16, 128)
-// m <= 16 with several scale groups: k is never split there (the groups' terms add in order), so
-// the grid is the tiles alone; (16, 64) tiles launch twice SmallTile's CTAs (bt's groups of 64 on
-// 4096 x 14336: 64 instead of 32).
+// m <= 16 with several scale groups: k splits only in the kernel's kSplit form, where
+// choose_grouped_split says so, so the grid is mostly the tiles alone; (16, 64) tiles launch twice
+// SmallTile's CTAs (bt's groups of 64 on 4096 x 14336: 64 instead of 32).
 using SmallGroupedTile = Tile<1, 2, 1, 4, 128, 6>;  // (16, 64)
 // The same with one n8 a warp: four times SmallTile's CTAs where n <= 65535 * 32 (the grid's y).
 using SmallGroupedTile32 = Tile<1, 1, 1, 4, 128, 6>;  // (16, 32)
@@ -617,8 +617,8 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
             }
 
     if constexpr (kGrouped) {
-        // One CTA per tile (the launcher never splits grouped products): y from the finished
-        // groups' float sums.
+        // One CTA per tile (a split grouped product returned above): y from the finished groups'
+        // float sums.
         __syncthreads();
         for (int e = tid; e < T::kBM * T::kBN; e += T::kThreads) {
             const int r = e / T::kBN, col = e % T::kBN;

@@ -27,10 +27,12 @@
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
 // (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split
-// over a thread block cluster of up to 8 CTAs where the tiles leave SMs idle (one scale group
-// only: with several, y adds the groups' terms in order, so one CTA owns a tile's whole k; the
-// (64, 64) tile copies each k-tile's scales into its shared-memory ring, the m <= 16 tiles load a
-// thread's columns' scales of the next group as it adds this group's terms); the same
+// over a thread block cluster of up to 8 CTAs where the tiles leave SMs idle (with several scale
+// groups, whose y adds the groups' terms in order, only at m <= 16 and only where a cost of waves
+// and k-tiles a CTA says so: each CTA sends its groups' terms to the CTA owning their outputs,
+// which adds them in order; the (64, 64) tile copies each k-tile's scales into its shared-memory
+// ring, the m <= 16 tiles load a thread's columns' scales of the next group as it adds this
+// group's terms); the same
 // kernel runs bt's trit planes (kernels/bt_gemm.h); its first stages' codes load before the
 // previous kernel ends when PackedWeights::pdl; the split tiles are added four outputs a thread,
 // the peers' words read with ld.shared::cluster, issued together.

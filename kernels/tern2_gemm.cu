@@ -731,15 +731,19 @@ int64_t resident_per_sm(Kernel kernel, int threads, int64_t smem) {
 // 6912 x 2560 (S = 2, 4, 8: 20.46, 16.83, 23.07) and 4096 x 14336 (61.4; S = 8: 65.99) unsplit.
 constexpr int64_t kGroupedSplitFixedTiles = 20;
 
-struct GroupedSplit {
+// How launch() runs a call on tile T: `splits` CTAs of a cluster share each tile's k (1: none;
+// grouped: the kernel's kSplit form, in units of unit_tiles k-tiles); `smem` bytes of dynamic
+// shared memory a CTA (the ring; a grouped split adds its terms).
+struct LaunchPlan {
     int splits = 1, unit_tiles = 1;
-    int64_t smem = 0;  // the split kernel's dynamic shared memory: ring and terms
+    int64_t smem = 0;
 };
 
+// The grouped split's plan (splits = 1: none), for the (16, BN) tiles; a.ktiles set.
 template <class T, int D>
-GroupedSplit choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms) {
-    GroupedSplit best;
+LaunchPlan choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms) {
     const int64_t ring = Ring<T, D, kScalesStaged<T, true>>::kSmemBytes;
+    LaunchPlan best{1, 1, ring};
     const int64_t unit = std::lcm<int64_t>(a.group, T::kKS) / T::kKS;
     const int64_t units = fmt::ceil_div(int64_t{a.ktiles}, unit);
     if (units < 2) return best;
@@ -761,19 +765,11 @@ GroupedSplit choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sm
         const int64_t cost = waves(ntiles * splits, per_sm) * (busiest + kGroupedSplitFixedTiles);
         if (cost < best_cost) {
             best_cost = cost;
-            best = GroupedSplit{splits, static_cast<int>(unit), ring + terms};
+            best = LaunchPlan{splits, static_cast<int>(unit), ring + terms};
         }
     }
     return best;
 }
-
-// How launch() runs a call on tile T: `splits` CTAs of a cluster share each tile's k (1: none);
-// grouped: the kernel's kSplit form with units of unit_tiles k-tiles.
-struct LaunchPlan {
-    int splits = 1, unit_tiles = 1;
-    bool grouped_split = false;
-    int64_t smem = 0;  // dynamic shared memory a CTA
-};
 
 // a.ktiles set (launch_mma_sync).
 template <class T, bool kGrouped, int D>
@@ -786,13 +782,7 @@ LaunchPlan plan_launch(const GemmArgsOf<D>& a, int sms, bool clusters) {
     // choose_grouped_split (their y adds the groups' terms in order; see the kernel's split_y).
     if (!clusters || mtiles * ntiles >= 2 * int64_t{sms}) return p;
     if constexpr (kGrouped && T::kBM == 16) {
-        const GroupedSplit split = choose_grouped_split<T, D>(a, ntiles, sms);
-        if (split.splits > 1) {
-            p.splits = split.splits;
-            p.unit_tiles = split.unit_tiles;
-            p.grouped_split = true;
-            p.smem = split.smem;
-        }
+        p = choose_grouped_split<T, D>(a, ntiles, sms);
     } else if constexpr (!kGrouped) {
         const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
         p.splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
@@ -815,7 +805,7 @@ void launch(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
         TRIT_CUDA_CHECK_LAST();
     };
     if constexpr (kGrouped && T::kBM == 16) {
-        if (p.grouped_split) return run(tern2_gemm_kernel<T, true, D, true>);
+        if (p.splits > 1) return run(tern2_gemm_kernel<T, true, D, true>);
     }
     run(tern2_gemm_kernel<T, kGrouped, D>);
 }

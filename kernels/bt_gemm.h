@@ -21,9 +21,11 @@
 //   - m <= 2^31 - 1 and n <= 4194240 (65535 column tiles of 64);
 //   - a device of compute capability 8.0 or newer (int8 mma.sync), checked by the launcher.
 // Tiles as tern2_gemm's mma.sync kernel: (16, 128) to 16 tokens, (64, 64) to 256, (128, 128)
-// above; with several scale groups (16, 32) to 16 tokens ((16, 64) past 2097120 weight rows) and
-// (64, 64) above; k split over a cluster (sm_90) where one scale group leaves SMs idle, and with
-// several groups at m <= 16 where a cost of waves and k-tiles a CTA says so (bt_gemm_splits).
+// above; with several scale groups (16, 32) to 16 tokens ((16, 64) past 2097120 weight rows), and
+// above 16 tokens (16, 32) or (64, 64) by a cost of the busiest SM's work (small grids take the
+// 16-row tiles); k split over a cluster (sm_90) where one scale group leaves SMs idle, and with
+// several groups on the 16-row tiles where a cost of waves and k-tiles a CTA says so
+// (bt_gemm_plan).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -59,13 +61,17 @@ std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream);
 
-// The CTAs (a thread block cluster) that bt_gemm splits each output tile's k over for this call on
-// the current device; 1 where it does not split. One scale group: where the tiles alone leave SMs
-// idle (sm_90). Several groups: at m <= 16 only, 2, 4 or 8 CTAs by a cost of waves and k-tiles
-// a CTA (kernels/tern2_gemm.cu, choose_grouped_split), each CTA sending its groups' terms to the
-// CTA that adds them in group order, so that y is the unsplit kernel's bit for bit. Throws as
-// bt_gemm does on a call it rejects.
-int bt_gemm_splits(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                   const ProductOut& out);
+// How bt_gemm runs a call on the current device: its output tile (tile_m tokens by tile_n weight
+// rows) and the CTAs (a thread block cluster) it splits each tile's k over, 1 where it does not
+// split. One scale group: split where the tiles alone leave SMs idle (sm_90). Several groups: on
+// the 16-row tiles only, 2, 4 or 8 CTAs by a cost of waves and k-tiles a CTA (kernels/
+// tern2_gemm.cu, choose_grouped_split), each CTA sending its groups' terms to the CTA that adds
+// them in group order, so that y is the unsplit kernel's bit for bit. Throws as bt_gemm does on a
+// call it rejects.
+struct BtGemmPlan {
+    int tile_m = 0, tile_n = 0, splits = 1;
+};
+BtGemmPlan bt_gemm_plan(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                        const ProductOut& out);
 
 }  // namespace trit::kernels

@@ -402,15 +402,18 @@ std::vector<std::string> CudaModel::describe(int64_t examples) const {
             const ProductPath path = choose_path(l->w, x, m, l->group, &why);
             s += why;
             if (path == ProductPath::kGemm && l->w.format == Format::kBt) {
-                // The scales stand in for the output and the x scales: bt_gemm_splits reads no
+                // The scales stand in for the output and the x scales: bt_gemm_plan reads no
                 // data, only the call's shape and pointers.
                 ProductOut out;
                 out.y = l->w_scale.data_ptr<float>();
                 out.w_scale = out.y;
                 out.w_scale_rows = l->w_scale.size(0);
                 out.x_scale = out.y;
-                const int splits = bt_gemm_splits(l->w, x, m, l->group, out);
-                if (splits > 1) s += " (k split over " + std::to_string(splits) + " CTAs)";
+                const BtGemmPlan plan = bt_gemm_plan(l->w, x, m, l->group, out);
+                s += " (tiles of " + std::to_string(plan.tile_m) + " x " +
+                     std::to_string(plan.tile_n);
+                if (plan.splits > 1) s += ", k split over " + std::to_string(plan.splits) + " CTAs";
+                s += ")";
             }
         }
         if (l->as_tern2) s += " (the bin1 codes as tern2)";

@@ -98,13 +98,14 @@ constexpr bool kScalesStaged = (kGrouped && T::kBM > 16);
 // bytes per code byte read into shared memory (x (16, KS) against codes (BN, KS / 4)); short
 // k-tiles and 6 stages keep ~20 KB of codes in flight per CTA; split-k fills the GPU.
 using SmallTile = Tile<1, 4, 1, 4, 128, 6>;  // (16, 128)
-// m <= 16 with several scale groups: k splits only in the kernel's kSplit form, where
-// choose_grouped_split says so, so the grid is mostly the tiles alone; (16, 64) tiles launch twice
-// SmallTile's CTAs (bt's groups of 64 on 4096 x 14336: 64 instead of 32).
+// Several scale groups, to 16 tokens and above it where small_grouped_rows_pay says so: k splits
+// only in the kernel's kSplit form, where choose_grouped_split says so, so the grid is mostly the
+// tiles alone; (16, 64) tiles launch twice SmallTile's CTAs (bt's groups of 64 on 4096 x 14336: 64
+// instead of 32).
 using SmallGroupedTile = Tile<1, 2, 1, 4, 128, 6>;  // (16, 64)
 // The same with one n8 a warp: four times SmallTile's CTAs where n <= 65535 * 32 (the grid's y).
 using SmallGroupedTile32 = Tile<1, 1, 1, 4, 128, 6>;  // (16, 32)
-// m <= 256, and every grouped product with m > 16: warp tile (32, 32).
+// m <= 256, and grouped products above 16 tokens on large grids: warp tile (32, 32).
 using MidTile = Tile<2, 4, 2, 2, 128, 4>;  // (64, 64)
 // m > 256: warp tile (64, 64) amortizes the decode over 4 m16 rows and the x permute over 8 n8.
 using LargeTile = Tile<4, 8, 2, 2, 128, 3>;  // (128, 128)
@@ -117,9 +118,9 @@ struct GemmArgs {
     ProductOut out;
     bool codes_early;  // PackedWeights::pdl: the first k-tiles of codes load before pdl_wait()
     bool vector_out;   // n % 4 = 0 and y (acc) 16-byte aligned: 16-byte stores of 4 outputs
-    // Grouped products split over a cluster (gridDim.z > 1, m <= 16): each split takes whole units
-    // of unit_tiles k-tiles (lcm(group, KS) columns: its groups are whole) and its y terms go to
-    // the shared memory of the CTA that owns their outputs (see the kernel). Unused otherwise.
+    // Grouped products split over a cluster (gridDim.z > 1, 16-row tiles): each split takes whole
+    // units of unit_tiles k-tiles (lcm(group, KS) columns: its groups are whole) and its y terms go
+    // to the shared memory of the CTA that owns their outputs (see the kernel). Unused otherwise.
     int unit_tiles = 1;
 };
 
@@ -243,8 +244,8 @@ __device__ __forceinline__ int split_first_tile(const GemmArgs& a, int split, in
 }
 
 // D = 1: tern2 codes; D = 2..4: bt's trit planes (kernels/bt_gemm.h). kSplit: a grouped product
-// at m <= 16 with k split over a cluster (gridDim.z CTAs; see split_y below); a separate kernel,
-// so that the unsplit ones carry none of it.
+// on 16-row tiles with k split over a cluster (gridDim.z CTAs; see split_y below); a separate
+// kernel, so that the unsplit ones carry none of it.
 template <class T, bool kGrouped, int D, bool kSplit = false>
 __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsOf<D> a) {
     // Grouped y's weight scales: staged in the ring with each k-tile where BM > 16, else loaded
@@ -363,7 +364,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
     int64_t group_index = kSplit ? int64_t{kt0} * kKS / a.group : 0;
     int64_t group_end =
         kSplit ? min(group_index * a.group + a.group, a.k) : (a.group < a.k ? a.group : a.k);
-    // Grouped y, !kStaged (the m <= 16 tiles, kNI <= 2): the weight scales of this thread's 2 kNI
+    // Grouped y, !kStaged (the 16-row tiles, kNI <= 2): the weight scales of this thread's 2 kNI
     // columns for the current group, loaded a group ahead (group g + 1's loads are issued as group
     // g's terms are added, and all of them together: one load latency a group at most, not one a
     // column). The columns' scale rows are found once, here (columns past n read row 0: their
@@ -518,7 +519,7 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                                 }
                         }
                     } else if (kSplit && split_y) {
-                        // Split (m <= 16 only): the terms go to their owner (see term_at).
+                        // Split (16-row tiles only): the terms go to their owner (see term_at).
                         const uint32_t group_at =
                             4u * static_cast<uint32_t>(group_index * T::kBM * own_cols);
 #pragma unroll
@@ -715,7 +716,7 @@ int64_t resident_per_sm(Kernel kernel, int threads, int64_t smem) {
     return blocks;
 }
 
-// A grouped product at m <= 16 (its y adds the groups' terms in order, so the kernel splits k
+// A grouped product on 16-row tiles (its y adds the groups' terms in order, so the kernel splits k
 // only in its kSplit form) splits k over a cluster of S = 2, 4 or 8 CTAs (sm_90; a power of two,
 // so that a thread's column pair has one owner) in whole units of lcm(group, KS) columns, where
 // the owners' terms (y: G 16 BN / S floats a CTA) fit in shared memory beside the ring. The
@@ -739,9 +740,10 @@ struct LaunchPlan {
     int64_t smem = 0;
 };
 
-// The grouped split's plan (splits = 1: none), for the (16, BN) tiles; a.ktiles set.
+// The grouped split's plan (splits = 1: none), for the (16, BN) tiles, `tiles` of them; a.ktiles
+// set.
 template <class T, int D>
-LaunchPlan choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms) {
+LaunchPlan choose_grouped_split(const GemmArgsOf<D>& a, int64_t tiles, int sms) {
     const int64_t ring = Ring<T, D, kScalesStaged<T, true>>::kSmemBytes;
     LaunchPlan best{1, 1, ring};
     const int64_t unit = std::lcm<int64_t>(a.group, T::kKS) / T::kKS;
@@ -752,7 +754,7 @@ LaunchPlan choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms)
                           : std::numeric_limits<int64_t>::max() / 4;
     };
     int64_t best_cost =
-        waves(ntiles, resident_per_sm(tern2_gemm_kernel<T, true, D>, T::kThreads, ring)) *
+        waves(tiles, resident_per_sm(tern2_gemm_kernel<T, true, D>, T::kThreads, ring)) *
         (a.ktiles + kGroupedSplitFixedTiles);
     const int64_t optin = max_smem_optin();
     for (int splits = 2; splits <= kMaxSplit && splits <= units; splits *= 2) {
@@ -762,7 +764,7 @@ LaunchPlan choose_grouped_split(const GemmArgsOf<D>& a, int64_t ntiles, int sms)
         const int64_t per_sm =
             resident_per_sm(tern2_gemm_kernel<T, true, D, true>, T::kThreads, ring + terms);
         const int64_t busiest = std::min<int64_t>(a.ktiles, fmt::ceil_div(units, splits) * unit);
-        const int64_t cost = waves(ntiles * splits, per_sm) * (busiest + kGroupedSplitFixedTiles);
+        const int64_t cost = waves(tiles * splits, per_sm) * (busiest + kGroupedSplitFixedTiles);
         if (cost < best_cost) {
             best_cost = cost;
             best = LaunchPlan{splits, static_cast<int>(unit), ring + terms};
@@ -778,11 +780,11 @@ LaunchPlan plan_launch(const GemmArgsOf<D>& a, int sms, bool clusters) {
     LaunchPlan p;
     p.smem = Ring<T, D, kScalesStaged<T, kGrouped>>::kSmemBytes;
     // Split k when the tiles alone leave SMs idle (m small): up to 2 CTAs per SM, at least one
-    // k-tile per split, at most a portable cluster. Grouped products split at m <= 16 only, by
-    // choose_grouped_split (their y adds the groups' terms in order; see the kernel's split_y).
+    // k-tile per split, at most a portable cluster. Grouped products split on 16-row tiles only,
+    // by choose_grouped_split (their y adds the groups' terms in order; see the kernel's split_y).
     if (!clusters || mtiles * ntiles >= 2 * int64_t{sms}) return p;
     if constexpr (kGrouped && T::kBM == 16) {
-        p = choose_grouped_split<T, D>(a, ntiles, sms);
+        p = choose_grouped_split<T, D>(a, mtiles * ntiles, sms);
     } else if constexpr (!kGrouped) {
         const int64_t want = fmt::ceil_div(2 * int64_t{sms}, mtiles * ntiles);
         p.splits = static_cast<int>(std::min<int64_t>({want, kMaxSplit, a.ktiles}));
@@ -810,6 +812,47 @@ void launch(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
     run(tern2_gemm_kernel<T, kGrouped, D>);
 }
 
+// Grouped products above 16 tokens run the (64, 64) tile, or the 16-row tiles (with their k split
+// where choose_grouped_split says so) where those take less time by a cost of the busiest SM:
+//     max(k-tiles x latency, ceil(CTAs / SMs) x k-tiles x throughput) + fixed,
+// the larger of a lone CTA's walk over k (one warp a scheduler: latency-bound) and the work of the
+// SM that runs the most CTAs. A (64, 64) CTA does 8 times the outputs of a (16, 32) one for about
+// 4 times the time on a busy SM, but the 16-row tiles give small grids 4 times the CTAs: bt2 with
+// groups of 64 on 2560 x 2560 at 64 tokens runs 40 (64, 64) CTAs. Fitted on the H200 (docs/
+// BENCHMARKS.md, session 51: bt2 with groups of 64 on the nine default shapes at m = 24 to 256,
+// both tiles forced): the rule takes the faster tile in 71 of 72 cells, the miss (3072 x 768 at
+// m = 192) 8 % slower than the other; us a k-tile of 128 columns and us a call. Checked there on
+// cells it was not fitted on (bt1, bt3, bt4 and bt2 with groups of 128 at m = 24, 64, 128 on five
+// shapes; bt2 on five shapes of n = 64 to 1024 at m = 24 to 2048): within 1.3 % of the faster
+// forced tile but for 3 % on one cell and two cells whose two runs of the same plan differed by
+// 4-5 %. Its largest gains, bt2 with groups of 64: 768 x 3072 at m = 24 26.95 -> 6.31 us,
+// 2560 x 2560 at m = 64 24.38 -> 16.71.
+struct GroupedTileCost {
+    double latency, throughput, fixed;
+};
+constexpr GroupedTileCost kMidGroupedCost{0.95, 0.88, 4.0};
+constexpr GroupedTileCost kSmallGroupedCost{0.70, 0.21, 3.0};
+
+double grouped_tile_cost(const GroupedTileCost& c, int64_t ctas, int64_t ktiles, int sms) {
+    return std::max(
+               static_cast<double>(ktiles) * c.latency,
+               static_cast<double>(fmt::ceil_div(ctas, int64_t{sms}) * ktiles) * c.throughput) +
+           c.fixed;
+}
+
+bool small_grouped_rows_pay(int64_t m, int64_t n, int64_t k, int sms) {
+    if (m <= 16) return true;
+    static_assert(SmallGroupedTile32::kKS == MidTile::kKS);
+    const int64_t ktiles = fmt::ceil_div(k, int64_t{MidTile::kKS});
+    const int64_t small_bn =
+        n <= kMaxNTiles * SmallGroupedTile32::kBN ? SmallGroupedTile32::kBN : SmallGroupedTile::kBN;
+    const int64_t small_ctas = fmt::ceil_div(m, int64_t{16}) * fmt::ceil_div(n, small_bn);
+    const int64_t mid_ctas =
+        fmt::ceil_div(m, int64_t{MidTile::kBM}) * fmt::ceil_div(n, int64_t{MidTile::kBN});
+    return grouped_tile_cost(kSmallGroupedCost, small_ctas, ktiles, sms) <
+           grouped_tile_cost(kMidGroupedCost, mid_ctas, ktiles, sms);
+}
+
 template <class T, bool kGrouped>
 struct TileOf {
     using Tile = T;
@@ -819,34 +862,35 @@ struct TileOf {
 // Calls f(TileOf<tile, grouped>{}) with the mma.sync kernel's tile by m (see the Tile aliases);
 // G = 1 and G > 1 are separate kernels so that the one-group path carries no group bookkeeping.
 template <int D, class F>
-decltype(auto) with_mma_sync_tile(const GemmArgsOf<D>& a, F&& f) {
+decltype(auto) with_mma_sync_tile(const GemmArgsOf<D>& a, int sms, F&& f) {
     if (a.groups == 1) {
         if (a.m <= 16) return f(TileOf<SmallTile, false>{});
         if (a.m <= 256) return f(TileOf<MidTile, false>{});
         return f(TileOf<LargeTile, false>{});
     }
-    if (a.m <= 16 && a.n <= kMaxNTiles * SmallGroupedTile32::kBN)
-        return f(TileOf<SmallGroupedTile32, true>{});
-    if (a.m <= 16) return f(TileOf<SmallGroupedTile, true>{});
-    return f(TileOf<MidTile, true>{});
+    if (!small_grouped_rows_pay(a.m, a.n, a.k, sms)) return f(TileOf<MidTile, true>{});
+    if (a.n <= kMaxNTiles * SmallGroupedTile32::kBN) return f(TileOf<SmallGroupedTile32, true>{});
+    return f(TileOf<SmallGroupedTile, true>{});
 }
 
 template <int D>
 void launch_mma_sync(GemmArgsOf<D> a, int sms, bool clusters, cudaStream_t stream) {
-    with_mma_sync_tile<D>(a, [&](auto tile) {
+    with_mma_sync_tile<D>(a, sms, [&](auto tile) {
         using Of = decltype(tile);
         a.ktiles = static_cast<int>(fmt::ceil_div(a.k, Of::Tile::kKS));
         launch<typename Of::Tile, Of::kIsGrouped, D>(a, sms, clusters, stream);
     });
 }
 
-// The k splits launch_mma_sync would run the call with.
+// The tile and k splits launch_mma_sync would run the call with.
 template <int D>
-int mma_sync_splits(GemmArgsOf<D> a, int sms, bool clusters) {
-    return with_mma_sync_tile<D>(a, [&](auto tile) {
+BtGemmPlan mma_sync_plan(GemmArgsOf<D> a, int sms, bool clusters) {
+    return with_mma_sync_tile<D>(a, sms, [&](auto tile) {
         using Of = decltype(tile);
-        a.ktiles = static_cast<int>(fmt::ceil_div(a.k, Of::Tile::kKS));
-        return plan_launch<typename Of::Tile, Of::kIsGrouped, D>(a, sms, clusters).splits;
+        using T = typename Of::Tile;
+        a.ktiles = static_cast<int>(fmt::ceil_div(a.k, T::kKS));
+        return BtGemmPlan{T::kBM, T::kBN,
+                          plan_launch<T, Of::kIsGrouped, D>(a, sms, clusters).splits};
     });
 }
 
@@ -1091,19 +1135,19 @@ void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     }
 }
 
-int bt_gemm_splits(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
-                   const ProductOut& out) {
-    const BtGemmCall c = bt_gemm_call("bt_gemm_splits", w, x, m, group, out);
+BtGemmPlan bt_gemm_plan(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
+                        const ProductOut& out) {
+    const BtGemmCall c = bt_gemm_call("bt_gemm_plan", w, x, m, group, out);
     const bool clusters = c.dev.major >= 9;
     switch (w.depth) {
         case 1:
-            return mma_sync_splits<1>(c.a, c.dev.sms, clusters);
+            return mma_sync_plan<1>(c.a, c.dev.sms, clusters);
         case 2:
-            return mma_sync_splits<2>(c.a, c.dev.sms, clusters);
+            return mma_sync_plan<2>(c.a, c.dev.sms, clusters);
         case 3:
-            return mma_sync_splits<3>(c.a, c.dev.sms, clusters);
+            return mma_sync_plan<3>(c.a, c.dev.sms, clusters);
         default:
-            return mma_sync_splits<4>(c.a, c.dev.sms, clusters);
+            return mma_sync_plan<4>(c.a, c.dev.sms, clusters);
     }
 }
 

@@ -1,10 +1,11 @@
 // GPU tests of the bt GEMM (kernels/bt_gemm.h): the trit planes built on the GPU from the bt bytes
 // equal the CPU's from the codes; int32 accumulators and fused-epilogue y bit-exact against the CPU
 // references for d = 1..4 over a shape table that reaches every tile of the mma.sync kernel (m <=
-// 16, <= 256, above), split and unsplit k (with several groups at m <= 16: 2, 4 and 8 splits),
-// one group and groups of 64, 128 and 192 (a partial last group), m and n off the tiles; x at the
-// int8 extremes with d = 4; auto dispatch from 9 tokens where the planes are given; and the
-// host-side contract, each rule broken once.
+// 16, <= 256, above; with several groups the 16-row tiles above 16 tokens too), split and unsplit
+// k (with several groups on the 16-row tiles: 2, 4 and 8 splits), one group and groups of 64, 128
+// and 192 (a partial last group), m and n off the tiles; x at the int8 extremes with d = 4; auto
+// dispatch from 9 tokens where the planes are given; and the host-side contract, each rule broken
+// once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -36,16 +37,18 @@ struct Shape {
 
 // m over the tiles' edges (9, 16 | 17, 64, 100, 256 | 257, 300), n odd and small and up to 2560,
 // k from one chunk to 2560, one group (group = k, group > k) and groups of 64, 128 and 192 (192
-// on k = 448 and 640: a partial last group). Grouped at m <= 16, k splits over a cluster in whole
-// units of lcm(group, 128) columns on sm_90: 2 splits on (16, 3, 192, 64) and (9, 257, 448, 192)
-// (units of 384 columns, the last one partial), 4 on (12, 40, 512, 64), 8 on (16, 130, 2560, 128)
-// (SplitsGroupedCallsOfSixteenTokensOrFewerOnSm90 checks these counts).
+// on k = 448 and 640: a partial last group). Grouped calls run the 16-row tiles on small grids
+// (all but the two of n = 2560 here), and there k splits over a cluster in whole units of
+// lcm(group, 128) columns on sm_90: 2 splits on (16, 3, 192, 64), (9, 257, 448, 192) (units of 384
+// columns, the last one partial) and (100, 130, 192, 64), 4 on (12, 40, 512, 64), 8 on (16, 130,
+// 2560, 128); (300, 2560, 448, 192) and (300, 2560, 256, 64) run the (64, 64) tile
+// (PlansTilesAndSplitsByTheGrid checks these plans).
 const std::vector<Shape> kShapes = {
-    {9, 1, 64, 64},       {16, 3, 192, 64},     {17, 17, 256, 256},   {33, 130, 2560, 2560},
-    {64, 64, 256, 1000},  {100, 130, 192, 64},  {256, 17, 2560, 128}, {257, 3, 64, 64},
-    {300, 130, 2560, 64}, {16, 130, 2560, 128}, {9, 257, 448, 192},   {33, 1, 2560, 4096},
-    {300, 200, 768, 768}, {17, 130, 640, 192},  {16, 2560, 256, 256}, {300, 256, 1024, 1024},
-    {12, 40, 512, 64},
+    {9, 1, 64, 64},       {16, 3, 192, 64},      {17, 17, 256, 256},   {33, 130, 2560, 2560},
+    {64, 64, 256, 1000},  {100, 130, 192, 64},   {256, 17, 2560, 128}, {257, 3, 64, 64},
+    {300, 130, 2560, 64}, {16, 130, 2560, 128},  {9, 257, 448, 192},   {33, 1, 2560, 4096},
+    {300, 200, 768, 768}, {17, 130, 640, 192},   {16, 2560, 256, 256}, {300, 256, 1024, 1024},
+    {12, 40, 512, 64},    {300, 2560, 448, 192}, {300, 2560, 256, 64},
 };
 
 TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
@@ -111,10 +114,12 @@ TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
     EXPECT_EQ(trit::kernels::choose_path(w, x, 8, 64, &why), ProductPath::kGemv) << why;
 }
 
-// bt_gemm_splits: the grouped calls at m <= 16 of the shape table split k over 2, 4 and 8 CTAs on
-// sm_90 (none below it, which has no clusters); above 16 tokens the grouped kernel never splits;
-// 448 tiles of (16, 32) fill the GPU unsplit; one group splits where the tiles leave SMs idle.
-TEST_F(BtGemm, SplitsGroupedCallsOfSixteenTokensOrFewerOnSm90) {
+// bt_gemm_plan: grouped calls run 16-row tiles to 16 tokens and above it where the (64, 64)
+// tile's grid is small (2560 x 2560 at 64 tokens: 40 CTAs), (64, 64) on large grids; the 16-row
+// tiles of the shape table split k over 2, 4 and 8 CTAs on sm_90 (none below it, which has no
+// clusters) where their grid is small, also above 16 tokens; 448 tiles of (16, 32) fill the GPU
+// unsplit; one group splits where the tiles leave SMs idle.
+TEST_F(BtGemm, PlansTilesAndSplitsByTheGrid) {
     alignas(16) static const uint8_t bytes[16] = {};
     alignas(16) static const int8_t x[16] = {};
     alignas(16) static float y[4] = {}, scale[4] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -132,19 +137,29 @@ TEST_F(BtGemm, SplitsGroupedCallsOfSixteenTokensOrFewerOnSm90) {
     ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
               cudaSuccess);
     const int on_sm90 = major >= 9 ? 1 : 0;
-    const auto splits = [&](int64_t m, int64_t n, int64_t k, int64_t group) {
+    const auto plan = [&](int64_t m, int64_t n, int64_t k, int64_t group) {
         w.n = n;
         w.k = k;
-        return trit::kernels::bt_gemm_splits(w, x, m, group, out);
+        const trit::kernels::BtGemmPlan p = trit::kernels::bt_gemm_plan(w, x, m, group, out);
+        return std::to_string(p.tile_m) + "x" + std::to_string(p.tile_n) + "/" +
+               std::to_string(p.splits);
     };
-    EXPECT_EQ(splits(16, 3, 192, 64), on_sm90 ? 2 : 1);
-    EXPECT_EQ(splits(9, 257, 448, 192), on_sm90 ? 2 : 1);
-    EXPECT_EQ(splits(12, 40, 512, 64), on_sm90 ? 4 : 1);
-    EXPECT_EQ(splits(16, 130, 2560, 128), on_sm90 ? 8 : 1);
-    EXPECT_EQ(splits(17, 130, 2560, 128), 1);
-    EXPECT_EQ(splits(16, 14336, 4096, 64), 1);
-    EXPECT_EQ(splits(16, 130, 2560, 2560), on_sm90 ? 8 : 1);
-    EXPECT_THROW(splits(16, 130, 2560, 100),
+    const auto split = [&](int s) { return std::to_string(on_sm90 ? s : 1); };
+    EXPECT_EQ(plan(16, 3, 192, 64), "16x32/" + split(2));
+    EXPECT_EQ(plan(9, 257, 448, 192), "16x32/" + split(2));
+    EXPECT_EQ(plan(12, 40, 512, 64), "16x32/" + split(4));
+    EXPECT_EQ(plan(16, 130, 2560, 128), "16x32/" + split(8));
+    EXPECT_EQ(plan(17, 130, 2560, 128), "16x32/" + split(8));
+    EXPECT_EQ(plan(16, 14336, 4096, 64), "16x32/1");
+    EXPECT_EQ(plan(16, 130, 2560, 2560), "16x128/" + split(8));  // one group
+    EXPECT_EQ(plan(100, 130, 192, 64), "16x32/" + split(2));
+    EXPECT_EQ(plan(300, 2560, 448, 192), "64x64/1");
+    EXPECT_EQ(plan(300, 2560, 256, 64), "64x64/1");
+    EXPECT_EQ(plan(64, 2560, 2560, 64), "16x32/1");  // 320 tiles of (16, 32) against 40 of (64, 64)
+    EXPECT_EQ(plan(64, 14336, 4096, 64), "64x64/1");
+    EXPECT_EQ(plan(2048, 2560, 2560, 64), "64x64/1");
+    EXPECT_EQ(plan(2048, 2560, 2560, 2560), "128x128/1");
+    EXPECT_THROW(plan(16, 130, 2560, 100),
                  trit::Error);  // group % 64 != 0: named as bt_gemm does
 }
 

@@ -104,8 +104,9 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     EXPECT_THAT(lines[1], HasSubstr("head (1 row) float"));
     EXPECT_THAT(lines[1], Not(HasSubstr("padded")));  // a float layer keeps its rows
 
-    // bt2 with groups of 64: the bt GEMM from 9 rows, its k split over a cluster at 16 rows on
-    // sm_90 (8 tiles of 32 weight rows; bt_gemm_splits), never at 64.
+    // bt2 with groups of 64: the bt GEMM from 9 rows, on (16, 32) tiles where the grid is small,
+    // their k split over a cluster on sm_90 (8 tiles of 32 weight rows; bt_gemm_plan); on (64,
+    // 64) tiles unsplit at 2048 rows.
     const auto bt2 =
         exported(recipe("{method: balanced, granularity: group, group_size: 64, depth: 2}",
                         "int8_per_token", "{input: 784, hidden: [256], classes: 10}"),
@@ -115,11 +116,12 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
               cudaSuccess);
-    const std::string at16 = bt2_gpu.describe(16).at(0), at64 = bt2_gpu.describe(64).at(0);
+    const std::string at16 = bt2_gpu.describe(16).at(0), at2048 = bt2_gpu.describe(2048).at(0);
     EXPECT_THAT(at16, HasSubstr("fc1 (16 rows) bt2 gemm"));
-    EXPECT_EQ(at16.find("(k split over ") != std::string::npos, major >= 9) << at16;
-    EXPECT_THAT(at64, HasSubstr("fc1 (64 rows) bt2 gemm"));
-    EXPECT_THAT(at64, Not(HasSubstr("split"))) << at64;
+    EXPECT_THAT(at16, HasSubstr("(tiles of 16 x 32"));
+    EXPECT_EQ(at16.find(", k split over ") != std::string::npos, major >= 9) << at16;
+    EXPECT_THAT(at2048, HasSubstr("fc1 (2048 rows) bt2 gemm"));
+    EXPECT_THAT(at2048, HasSubstr("(tiles of 64 x 64)")) << at2048;
 }
 
 TEST_F(CudaRuntime, PadsRowsWhereTheScaleGroupsAllowItAndRunsBin1AsTern2) {

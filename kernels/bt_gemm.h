@@ -1,13 +1,13 @@
 // bt<d> x int8 GEMM on the int8 tensor cores: the product dispatcher's kGemm kernel for bt
-// (kernels/product.h), for 9 tokens or more. A bt code is the sum of its balanced trits times
-// 3^i, code = t_0 + 3 t_1 + .. + 3^(d-1) t_(d-1), so the codes are kept on the GPU as d tern2
-// planes of trits (PackedWeights::planes, 2 d bits a weight, built once at load by
-// bt_to_planes), and the GEMM is tern2_gemm's mma.sync kernel (kernels/tern2_gemm.cu) reading d
-// planes per k-tile: each fragment word of 16 codes is rebuilt from the d plane words as int8
-// codes in registers (digits t + 1 by one __byte_perm per plane, Horner's rule in 32-bit
-// multiply-adds, no byte carrying past 80, then one per-byte subtract of (3^d - 1) / 2), so the
-// int32 accumulators and the fused epilogue are those of the bt codes, bit for bit. bt1 is its
-// one plane run by the tern2 kernel itself.
+// (kernels/product.h), from 2 tokens where the planes are given (bt_gemm_dispatch_rejects). A bt
+// code is the sum of its balanced trits times 3^i, code = t_0 + 3 t_1 + .. + 3^(d-1) t_(d-1), so
+// the codes are kept on the GPU as d tern2 planes of trits (PackedWeights::planes, 2 d bits a
+// weight, built once at load by bt_to_planes), and the GEMM is tern2_gemm's mma.sync kernel
+// (kernels/tern2_gemm.cu) reading d planes per k-tile: each fragment word of 16 codes is rebuilt
+// from the d plane words as int8 codes in registers (digits t + 1 by one __byte_perm per plane,
+// Horner's rule in 32-bit multiply-adds, no byte carrying past 80, then one per-byte subtract of
+// (3^d - 1) / 2), so the int32 accumulators and the fused epilogue are those of the bt codes, bit
+// for bit. bt1 is its one plane run by the tern2 kernel itself.
 //
 // Planes layout (GPU memory only, never in a container): plane i (i = 0 .. d - 1) is the (n,
 // ceil(k / 4)) tern2 array (exporters/formats/tern2.h) of trit i of every code, at planes + i * n *
@@ -55,6 +55,19 @@ void bt_to_planes(const uint8_t* bt, int depth, int64_t n, int64_t k, uint8_t* p
 // "" when bt_gemm takes the call, else the first contract rule it breaks. Host only, no device
 // query (choose_path runs it without a GPU).
 std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group);
+
+// The dispatch table's rule for the GEMM (kernels/product_table.cu): bt_gemm_rejects's, and at
+// m = 2 with several scale groups the GEMV for k > 8192, where the grouped GEMM's CTAs each walk
+// all of a long k unsplit while the GEMV reads the weights once for both tokens. From 2 tokens the
+// GEMM beats bt's GEMV elsewhere: H200, docs/BENCHMARKS.md session 51, bt2 and bt4 with groups of
+// 64 on the nine default shapes at m = 2..8, the GEMM in 0.26-0.83 of the GEMV's time (14336 x
+// 4096 bt2 at m = 8 124.56 -> 32.33 us) but on 4096 x 14336, the one shape of k > 8192, at m = 2
+// and 3: the GEMV 47.52 and 61.10 us, the GEMM 60.32 and 60.41 with bt2; with bt4 77.00 and
+// 101.10 against 72.89 and 72.94 (there the rule costs 5 % at m = 2). One group splits k (bt2 on
+// 4096 x 14336 at m = 4 and 8: GEMM 26.38 and 26.49 us, GEMV 53.07 and 104.56; at m = 2 the GEMV
+// 40.14, the GEMM not measured there). Host only, like bt_gemm_rejects.
+std::string bt_gemm_dispatch_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                     int64_t group);
 
 // Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error
 // naming m, n, k, group and the rule when check_product or the contract above rejects the call.

@@ -215,8 +215,8 @@ void product(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     check_product("product", w, x, m, group, out);
     if (path == ProductPath::kAuto) path = choose_path(w, x, m, group);
     if (path == ProductPath::kGeneric) return product_generic(w, x, m, group, out, stream);
-    // The path's row whose m range holds m (bt's gemv has two: m <= 8, and chunks above), else its
-    // first row, whose launcher names the rule the call breaks.
+    // The path's row whose m range holds m (bt's gemv has three: m = 1, 2..8, and chunks above),
+    // else its first row, whose launcher names the rule the call breaks.
     const FastKernel* first = nullptr;
     for (const FastKernel& fk : fast_kernels()) {
         if (fk.format != w.format || fk.path != path) continue;

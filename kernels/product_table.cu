@@ -27,11 +27,13 @@ const std::vector<FastKernel>& fast_kernels() {
         // The dense path for what the GEMVs decline (m > 8, or the rules above).
         {Format::kTern24, ProductPath::kGemm, 1, std::numeric_limits<int64_t>::max(),
          tern24_dense_rejects, tern24_dense_product},
-        {Format::kBt, ProductPath::kGemv, 1, 8, bt_gemv_rejects, bt_gemv},
-        // Above 8 tokens the GEMM on the trit planes, where the weights have them.
-        {Format::kBt, ProductPath::kGemm, 9, std::numeric_limits<int64_t>::max(), bt_gemm_rejects,
-         bt_gemm},
-        // Else the GEMV over chunks of 8.
+        {Format::kBt, ProductPath::kGemv, 1, 1, bt_gemv_rejects, bt_gemv},
+        // From 2 tokens the GEMM on the trit planes, where the weights have them (but at m = 2 with
+        // several scale groups on long k: bt_gemm_dispatch_rejects).
+        {Format::kBt, ProductPath::kGemm, 2, std::numeric_limits<int64_t>::max(),
+         bt_gemm_dispatch_rejects, bt_gemm},
+        {Format::kBt, ProductPath::kGemv, 2, 8, bt_gemv_rejects, bt_gemv},
+        // Else, above 8 tokens, the GEMV over chunks of 8.
         {Format::kBt, ProductPath::kGemv, 9, std::numeric_limits<int64_t>::max(),
          bt_gemv_chunks_rejects, bt_gemv_chunks},
     };

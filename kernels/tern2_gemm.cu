@@ -1092,6 +1092,18 @@ std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
     return mma_sync_rejects(w, w.planes, "the planes", x, m, group);
 }
 
+// See bt_gemm.h.
+constexpr int64_t kBtGemmTwoTokensMaxK = 8192;
+
+std::string bt_gemm_dispatch_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
+                                     int64_t group) {
+    std::string no = bt_gemm_rejects(w, x, m, group);
+    if (no.empty() && m == 2 && group < w.k && w.k > kBtGemmTwoTokensMaxK)
+        no = "at m = 2 with several scale groups the GEMV for k > " +
+             std::to_string(kBtGemmTwoTokensMaxK);
+    return no;
+}
+
 namespace {
 
 // bt_gemm's checks, device and arguments, for `who`.

@@ -4,7 +4,7 @@
 // 16, <= 256, above; with several groups the 16-row tiles above 16 tokens too), split and unsplit
 // k (with several groups on the 16-row tiles: 2, 4 and 8 splits), one group and groups of 64, 128
 // and 192 (a partial last group), m and n off the tiles; x at the int8 extremes with d = 4; auto
-// dispatch from 9 tokens where the planes are given; and the host-side contract, each rule broken
+// dispatch from 2 tokens where the planes are given; and the host-side contract, each rule broken
 // once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -35,9 +35,9 @@ struct Shape {
     int64_t m, n, k, group;
 };
 
-// m over the tiles' edges (9, 16 | 17, 64, 100, 256 | 257, 300), n odd and small and up to 2560,
-// k from one chunk to 2560, one group (group = k, group > k) and groups of 64, 128 and 192 (192
-// on k = 448 and 640: a partial last group). Grouped calls run the 16-row tiles on small grids
+// m over the tiles' edges (2, 3, 5, 9, 16 | 17, 64, 100, 256 | 257, 300), n odd and small and up to
+// 2560, k from one chunk to 2560, one group (group = k, group > k) and groups of 64, 128 and 192
+// (192 on k = 448 and 640: a partial last group). Grouped calls run the 16-row tiles on small grids
 // (all but the two of n = 2560 here), and there k splits over a cluster in whole units of
 // lcm(group, 128) columns on sm_90: 2 splits on (16, 3, 192, 64), (9, 257, 448, 192) (units of 384
 // columns, the last one partial) and (100, 130, 192, 64), 4 on (12, 40, 512, 64), 8 on (16, 130,
@@ -48,7 +48,8 @@ const std::vector<Shape> kShapes = {
     {64, 64, 256, 1000},  {100, 130, 192, 64},   {256, 17, 2560, 128}, {257, 3, 64, 64},
     {300, 130, 2560, 64}, {16, 130, 2560, 128},  {9, 257, 448, 192},   {33, 1, 2560, 4096},
     {300, 200, 768, 768}, {17, 130, 640, 192},   {16, 2560, 256, 256}, {300, 256, 1024, 1024},
-    {12, 40, 512, 64},    {300, 2560, 448, 192}, {300, 2560, 256, 64},
+    {12, 40, 512, 64},    {300, 2560, 448, 192}, {300, 2560, 256, 64}, {2, 130, 2560, 64},
+    {5, 257, 448, 192},   {3, 40, 512, 1024},
 };
 
 TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
@@ -87,9 +88,9 @@ TEST_F(BtGemm, TakesTheFullInt8Range) {
             }
 }
 
-// Auto dispatch: from 9 tokens the GEMM where the planes are given, else the GEMV over chunks.
-TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
-    for (int64_t m : {int64_t{9}, int64_t{64}, int64_t{300}}) {
+// Auto dispatch on the GPU: the GEMM's results through product() at 2, 5, 9, 64 and 300 tokens.
+TEST_F(BtGemm, AutoDispatchRunsItFromTwoTokensWithThePlanes) {
+    for (int64_t m : {int64_t{2}, int64_t{5}, int64_t{9}, int64_t{64}, int64_t{300}}) {
         ProductCase c;
         c.format = Format::kBt;
         c.depth = 2;
@@ -98,6 +99,12 @@ TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
         c.seed = 7 + static_cast<uint64_t>(m);
         trit::gputest::check_product_case(c, ProductPath::kAuto);
     }
+}
+
+// The dispatch rule (host only, runs without a GPU): from 2 tokens the GEMM where the planes are
+// given, but at m = 2 with several scale groups for k > 8192; m = 1 and calls without the planes
+// the GEMV (over chunks of 8 above 8 tokens).
+TEST(BtGemmDispatch, TakesTheGemmFromTwoTokensWithThePlanes) {
     alignas(16) static const uint8_t bytes[16] = {};
     alignas(16) static const int8_t x[16] = {};
     PackedWeights w;
@@ -108,10 +115,24 @@ TEST_F(BtGemm, AutoDispatchRunsItFromNineTokensWithThePlanes) {
     w.k = 2560;
     std::string why;
     EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 64, &why), ProductPath::kGemv) << why;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 64, &why), ProductPath::kGemv) << why;
     EXPECT_THAT(trit::kernels::bt_gemm_rejects(w, x, 16, 64), HasSubstr("needs the trit planes"));
     w.planes = bytes;
-    EXPECT_EQ(trit::kernels::choose_path(w, x, 16, 64, &why), ProductPath::kGemm) << why;
-    EXPECT_EQ(trit::kernels::choose_path(w, x, 8, 64, &why), ProductPath::kGemv) << why;
+    for (int64_t m : {2, 3, 8, 9, 16, 300}) {
+        EXPECT_EQ(trit::kernels::choose_path(w, x, m, 64, &why), ProductPath::kGemm)
+            << "m=" << m << ": " << why;
+        EXPECT_THAT(why, HasSubstr("gemm: m in [2, inf]"));
+    }
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 1, 64, &why), ProductPath::kGemv) << why;
+    w.k = 14336;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 64, &why), ProductPath::kGemv) << why;
+    EXPECT_THAT(trit::kernels::bt_gemm_dispatch_rejects(w, x, 2, 64),
+                HasSubstr("at m = 2 with several scale groups the GEMV for k > 8192"));
+    EXPECT_TRUE(trit::kernels::bt_gemm_rejects(w, x, 2, 64).empty());  // bt_gemm itself takes it
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 3, 64, &why), ProductPath::kGemm) << why;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 14336, &why), ProductPath::kGemm) << why;
+    w.k = 8192;
+    EXPECT_EQ(trit::kernels::choose_path(w, x, 2, 64, &why), ProductPath::kGemm) << why;
 }
 
 // bt_gemm_plan: grouped calls run 16-row tiles to 16 tokens and above it where the (64, 64)

@@ -480,8 +480,8 @@ __global__ void __launch_bounds__(T::kThreads) tern2_gemm_kernel(const GemmArgsO
                         mma_s8(acc[mi][ni], af[mi][p], bf[ni][p]);
 
             if constexpr (kGrouped) {
-                // A group is whole chunks (group % 64 == 0); the last one ends at k. Only the
-                // unsplit kernel runs grouped, so this thread sees every group, in order.
+                // A group is whole chunks (group % 64 == 0); the last one ends at k. This thread
+                // sees its CTA's groups in order: all of them, or a split's whole units (kSplit).
                 if (int64_t{kt} * kKS + (c + 1) * kChunk == group_end) {
                     if (a.out.acc != nullptr) {
                         // Laundered through an empty asm so that the per-output addresses below

@@ -516,7 +516,7 @@ class ShapeBench {
         else if (with_act) r.bytes += 4 * dm * dk + dm * dk + 4 * dm;
         if (path != kn::ProductPath::kAuto) r.path += "*";  // forced by --paths
         // gemm.mma_sync / gemm.wgmma: the gemm path with that tern2 GEMM kernel (which the tern24
-        // dense path runs too) forced for the row's calls.
+        // dense path and bt's GEMM on its planes run too) forced for the row's calls.
         const size_t dot = path_arg.find('.');
         // gemv.stream / gemv.warp / gemv.mma: the gemv path with that tern24 GEMV kernel forced.
         const kn::Tern24GemvVariant gemv_variant = tern24_gemv_path(path_arg);
@@ -539,8 +539,9 @@ class ShapeBench {
             }
         } else if (dot != std::string::npos) {
             r.path = path_arg.substr(dot + 1) + "*";
-            if (w.format != kn::Format::kTern2 && w.format != kn::Format::kTern24) {
-                r.note = "--paths " + path_arg + ": tern2 and tern24 rows only";
+            if (w.format != kn::Format::kTern2 && w.format != kn::Format::kTern24 &&
+                w.format != kn::Format::kBt) {
+                r.note = "--paths " + path_arg + ": tern2, tern24 and bt rows only";
                 return r;
             }
         }

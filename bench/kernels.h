@@ -67,7 +67,7 @@ struct KernelBenchOptions {
     // only; gemv.stream/warp/mma force that tern24 GEMV kernel, tern24 rows only;
     // gemv.oneshot.l<L>r<R>[d<D>] bt's one-shot nibble GEMV with that geometry, bt rows at m = 1
     // only; the gemm.* paths force that tern2 GEMM kernel, t<N> its tokens per tile, sk
-    // stream-K, ks<N> its k-split tile with N tokens; tern2 and tern24 rows only)
+    // stream-K, ks<N> its k-split tile with N tokens; tern2, tern24 and bt rows)
     std::vector<std::string> paths;
     int64_t reps = 100;     // timed samples per case (fewer when the case's budget runs out)
     int64_t warmup = 10;    // untimed calls per case (fewer for calls slower than ~50 ms)

@@ -69,6 +69,12 @@ std::string bt_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, 
 std::string bt_gemm_dispatch_rejects(const PackedWeights& w, const int8_t* x, int64_t m,
                                      int64_t group);
 
+// Whether auto dispatch runs a bt call on the sm_90a wgmma kernel (where that kernel takes it:
+// an sm_90a build, a 9.0 device, one group or groups whose sums stay below 2^22, y for several
+// groups), from the shape and the SM count alone. set_tern2_gemm_variant (kernels/tern2_gemm.h)
+// forces either kernel for bt too.
+bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms);
+
 // Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error
 // naming m, n, k, group and the rule when check_product or the contract above rejects the call.
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
@@ -81,8 +87,11 @@ void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
 // tern2_gemm.cu, choose_grouped_split), each CTA sending its groups' terms to the CTA that adds
 // them in group order, so that y is the unsplit kernel's bit for bit. Throws as bt_gemm does on a
 // call it rejects.
+// wgmma: the call runs the sm_90a wgmma kernel (tern2_gemm_sm90's (128 tokens, 128 weight rows)
+// tiles reading the planes, persistent CTAs), not the mma.sync kernel.
 struct BtGemmPlan {
     int tile_m = 0, tile_n = 0, splits = 1;
+    bool wgmma = false;
 };
 BtGemmPlan bt_gemm_plan(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
                         const ProductOut& out);

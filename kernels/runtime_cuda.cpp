@@ -410,8 +410,8 @@ std::vector<std::string> CudaModel::describe(int64_t examples) const {
                 out.w_scale_rows = l->w_scale.size(0);
                 out.x_scale = out.y;
                 const BtGemmPlan plan = bt_gemm_plan(l->w, x, m, l->group, out);
-                s += " (tiles of " + std::to_string(plan.tile_m) + " x " +
-                     std::to_string(plan.tile_n);
+                s += std::string(plan.wgmma ? " (wgmma tiles of " : " (tiles of ") +
+                     std::to_string(plan.tile_m) + " x " + std::to_string(plan.tile_n);
                 if (plan.splits > 1) s += ", k split over " + std::to_string(plan.splits) + " CTAs";
                 s += ")";
             }

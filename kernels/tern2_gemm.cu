@@ -966,11 +966,20 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args&, int, cudaStream_t) {
 
 namespace {
 
-// Whether the wgmma kernel can run a call: sm_90a code runs on 9.0 only, and it keeps no
-// per-group sums.
+// "" when the wgmma kernel can run a call of `depth` code planes, else why not: sm_90a code runs
+// on 9.0 only, and several scale groups fold into float sums (y only, sums below 2^22).
+std::string wgmma_rejects(int depth, int64_t k, int64_t group, bool acc_out, int cc_major,
+                          int cc_minor) {
+    if (!detail::tern2_gemm_sm90_built()) return "an sm_90a build";
+    if (cc_major != 9 || cc_minor != 0)
+        return "a compute capability 9.0 device (this one: " + std::to_string(cc_major) + "." +
+               std::to_string(cc_minor) + ")";
+    return detail::tern2_gemm_sm90_rejects(depth, k, group, fmt::bt_levels(depth), acc_out);
+}
+
 bool wgmma_runs(int64_t k, int64_t group, int cc_major, int cc_minor) {
-    return detail::tern2_gemm_sm90_built() && cc_major == 9 && cc_minor == 0 &&
-           fmt::acc_num_groups(k, group) == 1;
+    return fmt::acc_num_groups(k, group) == 1 &&
+           wgmma_rejects(1, k, group, false, cc_major, cc_minor).empty();
 }
 
 }  // namespace
@@ -1059,11 +1068,9 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                               variant == Tern2GemmVariant::kWgmmaStreamK ||
                               variant == Tern2GemmVariant::kWgmmaKSplit;
     if (forced_wgmma) {
-        TRIT_CHECK(wgmma_runs(w.k, group, major, minor), "tern2_gemm (tern2, m=", m, ", n=", w.n,
-                   ", k=", w.k, ", group=", group,
-                   "): the forced wgmma kernel needs an sm_90a build, a compute capability 9.0 ",
-                   "device (this one: ", major, ".", minor,
-                   ") and one scale group (group >= k)");
+        const std::string no = wgmma_rejects(1, w.k, group, out.acc != nullptr, major, minor);
+        TRIT_CHECK(no.empty(), "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
+                   ", group=", group, "): the forced wgmma kernel needs ", no);
     }
     if (forced_wgmma || (variant == Tern2GemmVariant::kAuto &&
                          tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) ==
@@ -1074,6 +1081,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
         s.m = m;
         s.n = w.n;
         s.k = w.k;
+        s.group = group;
         s.out = out;
         s.codes_early = w.pdl;
         s.tokens = tern2_gemm_tokens();
@@ -1130,10 +1138,51 @@ BtGemmCall bt_gemm_call(const char* who, const PackedWeights& w, const int8_t* x
 
 }  // namespace
 
+namespace {
+
+// Whether bt_gemm runs a call on the wgmma kernel: forced by the variant (kWgmma; the other wgmma
+// variants are refused by its launcher), or under kAuto where bt_gemm_wgmma_pays. bt1 is tern2.
+bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const ProductOut& out,
+                    const DeviceInfo& dev) {
+    const Tern2GemmVariant variant = tern2_gemm_variant();
+    const std::string no =
+        wgmma_rejects(w.depth, w.k, group, out.acc != nullptr, dev.major, dev.minor);
+    if (variant == Tern2GemmVariant::kAuto)
+        return no.empty() && bt_gemm_wgmma_pays(m, w.n, w.k, group, dev.sms);
+    if (variant == Tern2GemmVariant::kMmaSync) return false;
+    TRIT_CHECK(no.empty(), "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): the forced wgmma kernel needs ", no);
+    return true;
+}
+
+}  // namespace
+
+bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
+    (void)m, (void)n, (void)k, (void)group, (void)sms;
+    return false;
+}
+
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
              const ProductOut& out, cudaStream_t stream) {
     const BtGemmCall c = bt_gemm_call("bt_gemm", w, x, m, group, out);
     const bool clusters = c.dev.major >= 9;
+    if (bt_takes_wgmma(w, m, group, out, c.dev)) {
+        detail::Tern2GemmSm90Args s;
+        s.codes = w.planes;
+        s.depth = w.depth;
+        s.x = x;
+        s.m = m;
+        s.n = w.n;
+        s.k = w.k;
+        s.group = group;
+        s.out = out;
+        s.codes_early = w.pdl;
+        s.tokens = tern2_gemm_tokens();
+        const Tern2GemmVariant variant = tern2_gemm_variant();
+        if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
+        s.ksplit = variant == Tern2GemmVariant::kWgmmaKSplit;
+        return detail::tern2_gemm_sm90(s, c.dev.sms, stream);
+    }
     // bt1's one plane is a tern2 matrix: the tern2 kernel.
     switch (w.depth) {
         case 1:
@@ -1151,6 +1200,7 @@ BtGemmPlan bt_gemm_plan(const PackedWeights& w, const int8_t* x, int64_t m, int6
                         const ProductOut& out) {
     const BtGemmCall c = bt_gemm_call("bt_gemm_plan", w, x, m, group, out);
     const bool clusters = c.dev.major >= 9;
+    if (bt_takes_wgmma(w, m, group, out, c.dev)) return BtGemmPlan{128, 128, 1, true};
     switch (w.depth) {
         case 1:
             return mma_sync_plan<1>(c.a, c.dev.sms, clusters);

@@ -34,9 +34,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
+#include "exporters/formats/bt.h"
 #include "exporters/formats/common.h"
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
@@ -72,16 +74,20 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 
 // of the tile into its own accumulators; at the tile's end each hands the other the partial sums
 // of the other's half of the tokens through shared memory and stores its own half (the tile's
 // int32 sums are the same, so y is bit-identical to the other tiles').
-template <int MW, int S, int YR, int BN, bool KS = false>
+// D: code planes a stage (1: tern2 codes; 2..4: bt's trit planes). GR: several scale groups,
+// each folded into the consumers' float sums as it ends (y only).
+template <int MW, int S, int YR, int BN, bool KS = false, int D = 1, bool GR = false>
 struct Config {
-    static constexpr int kMW = MW, kStages = S, kBN = BN;
-    static constexpr bool kKSplit = KS;
+    static constexpr int kMW = MW, kStages = S, kBN = BN, kD = D;
+    static constexpr bool kKSplit = KS, kGrouped = GR;
+    // The kernel's parameter: the one-group tern2 tiles keep the fields they read.
+    using Args = std::conditional_t<D == 1 && !GR, Tern2GemmSm90Base, Tern2GemmSm90Args>;
     static constexpr int kBM = KS ? 64 : 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kAccRegs = BN / 2;  // a thread's share of an m64 x BN block
     // The tokens whose y a consumer stores: the tile's, or half of them with the k split.
     static constexpr int kTokens = KS ? BN / 2 : BN;
     static constexpr int kXStageBytes = BN * kKS;  // whole 1 KiB swizzle atoms (BN % 8 == 0)
-    static constexpr int kCStageBytes = kBM * kCodeRowBytes;
+    static constexpr int kCStageBytes = D * kBM * kCodeRowBytes;  // plane i at i * kBM rows
     static constexpr int kCodesOffset = S * kXStageBytes;
     // The staged epilogue's y: per consumer, its 64 * MW outputs x kYRows tokens of 4 bytes at a
     // time (kTokens / kYRows passes), as 2 * MW boxes of kYRows tokens x 128 bytes in the 128-byte
@@ -109,6 +115,8 @@ struct Config {
     static_assert(kTokens % kYRows == 0 && kYRows % 8 == 0,
                   "whole passes of y, whole swizzle atoms");
     static_assert(!KS || (MW == 1 && BN % 16 == 0), "the k split: 64 rows, halves of int4 words");
+    static_assert((D == 1 && !GR) || (MW == 1 && !KS),
+                  "planes and groups run the 128-row tile, whole (no k split)");
     // With S even, ring uses u and u - S of one tile go to the same consumer, so a consumer never
     // waits on a stage whose previous use the other consumer has not seen land (across tiles the
     // exchange's barriers order them).
@@ -263,19 +271,20 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
            (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
-// d (64 x N, s32) += a (64 x 32, s8, registers) * b (32 x N, s8, K-major shared memory), N the
-// tile's tokens (d: N / 2 registers per thread). One specialization per N: the instruction names
-// N and lists every accumulator register; TRIT_ACC16(i) are the operands d[i .. i + 15].
+// d (64 x N, s32) = a (64 x 32, s8, registers) * b (32 x N, s8, K-major shared memory), plus d
+// itself where scale_d != 0; N the tile's tokens (d: N / 2 registers per thread). One
+// specialization per N: the instruction names N and lists every accumulator register;
+// TRIT_ACC16(i) are the operands d[i .. i + 15].
 template <int N>
 __device__ __forceinline__ void wgmma_m64k32(int32_t (&d)[N / 2], const uint32_t (&a)[4],
-                                             uint64_t desc);
+                                             uint64_t desc, int scale_d);
 
 #define TRIT_ACC4(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3])
 #define TRIT_ACC16(i) TRIT_ACC4(i), TRIT_ACC4(i + 4), TRIT_ACC4(i + 8), TRIT_ACC4(i + 12)
 
 template <>
 __device__ __forceinline__ void wgmma_m64k32<96>(int32_t (&d)[48], const uint32_t (&a)[4],
-                                                 uint64_t desc) {
+                                                 uint64_t desc, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -287,12 +296,12 @@ __device__ __forceinline__ void wgmma_m64k32<96>(int32_t (&d)[48], const uint32_
         "{%48, %49, %50, %51}, %52, p;\n"
         "}\n"
         : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 template <>
 __device__ __forceinline__ void wgmma_m64k32<128>(int32_t (&d)[64], const uint32_t (&a)[4],
-                                                 uint64_t desc) {
+                                                  uint64_t desc, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -305,12 +314,12 @@ __device__ __forceinline__ void wgmma_m64k32<128>(int32_t (&d)[64], const uint32
         "{%64, %65, %66, %67}, %68, p;\n"
         "}\n"
         : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 template <>
 __device__ __forceinline__ void wgmma_m64k32<160>(int32_t (&d)[80], const uint32_t (&a)[4],
-                                                 uint64_t desc) {
+                                                  uint64_t desc, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -324,12 +333,12 @@ __device__ __forceinline__ void wgmma_m64k32<160>(int32_t (&d)[80], const uint32
         "{%80, %81, %82, %83}, %84, p;\n"
         "}\n"
         : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 template <>
 __device__ __forceinline__ void wgmma_m64k32<176>(int32_t (&d)[88], const uint32_t (&a)[4],
-                                                 uint64_t desc) {
+                                                  uint64_t desc, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -344,12 +353,12 @@ __device__ __forceinline__ void wgmma_m64k32<176>(int32_t (&d)[88], const uint32
         "}\n"
         : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64),
           TRIT_ACC4(80), TRIT_ACC4(84)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 template <>
 __device__ __forceinline__ void wgmma_m64k32<256>(int32_t (&d)[128], const uint32_t (&a)[4],
-                                                 uint64_t desc) {
+                                                  uint64_t desc, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -367,7 +376,7 @@ __device__ __forceinline__ void wgmma_m64k32<256>(int32_t (&d)[128], const uint3
         "}\n"
         : TRIT_ACC16(0), TRIT_ACC16(16), TRIT_ACC16(32), TRIT_ACC16(48), TRIT_ACC16(64),
           TRIT_ACC16(80), TRIT_ACC16(96), TRIT_ACC16(112)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 #undef TRIT_ACC16
@@ -392,6 +401,56 @@ __device__ __forceinline__ void decode_step(uint32_t w0, uint32_t w1, uint32_t h
     a[1] = __byte_perm(e23, o23, 0x5140);  // byte 2: row g + 8, columns 4t ..
     a[3] = __byte_perm(e23, o23, 0x7362);  // byte 3: row g + 8, columns 16 + 4t ..
 }
+
+// decode_step for bt's D trit planes (w0[i] .. h1[i]: plane i's words): the same fragment bytes,
+// each the code sum_i 3^i t_i. prmt maps a field to its digit t + 1 (00 -> 1, 01 -> 2, 10 -> 0,
+// the invalid 11 -> 1, as tern2's decode), Horner's rule adds the digits in 32-bit multiply-adds,
+// plane 0's table adds 128 - (3^D - 1) / 2 to each byte so that it ends as code + 128 (88 .. 168,
+// no carry), and one xor of the top bits makes the int8 code (as the mma.sync kernel's
+// plane_fragments, kernels/tern2_gemm.cu).
+template <int D>
+__device__ __forceinline__ void decode_step_planes(const uint32_t (&w0)[D], const uint32_t (&w1)[D],
+                                                   const uint32_t (&h0)[D], const uint32_t (&h1)[D],
+                                                   uint32_t sel, uint32_t (&a)[4]) {
+    constexpr uint32_t kDigit = 0x01000201u;
+    constexpr uint32_t kDigit0 =
+        kDigit + static_cast<uint32_t>(128 - fmt::bt_levels(D)) * 0x01010101u;
+    static_assert(fmt::bt_levels(D) <= 40, "a byte's digits plus the offset stay below 256");
+    uint32_t e01 = 0, o01 = 0, e23 = 0, o23 = 0;
+#pragma unroll
+    for (int i = D - 1; i >= 0; --i) {
+        const uint32_t lut = i == 0 ? kDigit0 : kDigit;
+        const uint32_t v =
+            __byte_perm(__byte_perm(w0[i], w1[i], sel), __byte_perm(h0[i], h1[i], sel), 0x5410);
+        const uint32_t lo = v & 0x33333333u, hi = (v >> 2) & 0x33333333u;
+        e01 = e01 * 3 + __byte_perm(lut, 0, lo);
+        o01 = o01 * 3 + __byte_perm(lut, 0, hi);
+        e23 = e23 * 3 + __byte_perm(lut, 0, lo >> 16);
+        o23 = o23 * 3 + __byte_perm(lut, 0, hi >> 16);
+    }
+    e01 ^= 0x80808080u, o01 ^= 0x80808080u, e23 ^= 0x80808080u, o23 ^= 0x80808080u;
+    a[0] = __byte_perm(e01, o01, 0x5140);
+    a[2] = __byte_perm(e01, o01, 0x7362);
+    a[1] = __byte_perm(e23, o23, 0x5140);
+    a[3] = __byte_perm(e23, o23, 0x7362);
+}
+
+// TMA: the box at (c0, c1, c2) of a 3-D `map` into shared memory at dst; completes on `bar`.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+        "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+
+// An int32 of magnitude below 2^22 as a float, exactly: its bits added to those of 1.5 * 2^23
+// land in [2^23, 2^24), where floats step by 1, and the subtraction is exact. Two full-rate
+// instructions where I2F runs at a quarter of the FP32 rate.
+__device__ __forceinline__ float small_int_to_float(int32_t v) {
+    return __fsub_rn(__int_as_float(v + 0x4B400000), 12582912.0f);
+}
 #endif  // TRIT_SM90A_DEVICE
 
 template <class C, bool kSK>
@@ -399,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tern2_gemm_sm90_kernel(const __grid_constant__ CUtensorMap x_map,
                            const __grid_constant__ CUtensorMap codes_map,
                            const __grid_constant__ CUtensorMap y_map, const bool staged,
-                           const Tern2GemmSm90Args a, const Sched sched) {
+                           const typename C::Args a, const Sched sched) {
 #if TRIT_SM90A_DEVICE
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     constexpr int kMW = C::kMW, kStages = C::kStages, kBM = C::kBM, kBN = C::kBN;
@@ -438,8 +497,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int s = it % kStages;
                 const uint32_t full = full0 + 8 * s;
                 mbar_arrive_expect_tx(full, kXStageBytes + C::kCStageBytes);
-                tma_load_2d(s_base + C::kCodesOffset + s * C::kCStageBytes, &codes_map,
-                            kt * kCodeRowBytes, n0, full);
+                const uint32_t dst = s_base + C::kCodesOffset + s * C::kCStageBytes;
+                if constexpr (C::kD == 1) {
+                    tma_load_2d(dst, &codes_map, kt * kCodeRowBytes, n0, full);
+                } else {
+#pragma unroll
+                    for (int p = 0; p < C::kD; ++p)
+                        tma_load_3d(dst + p * kBM * kCodeRowBytes, &codes_map, kt * kCodeRowBytes,
+                                    n0, p, full);
+                }
             };
             // Under PDL, the codes of the first S ring uses (free stages) load before the wait
             // when no kernel writes them (a.codes_early), their x after it.
@@ -479,21 +545,50 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = c0 + warp * 16 + g;  // + mw * 64 (+ 8)
 
     int32_t acc[kMW][kAcc];
+    float sums[C::kGrouped ? kAcc : 1];  // several groups: the folded y sums of acc's outputs
     using Frag = uint32_t[kMW][kKSteps][4];
     // Waits for ring use `it` and decodes its codes into f.
     const auto fetch = [&](int it, Frag& f) {
         const int s = it % kStages;
         mbar_wait(full0 + 8 * s, (it / kStages) & 1);
         const uint8_t* cs = smem + C::kCodesOffset + s * C::kCStageBytes;
+        if constexpr (C::kD > 1) {
+            constexpr int kD = C::kD;
+            uint4 l0[kD], l1[kD], h0[kD], h1[kD];
 #pragma unroll
-        for (int mw = 0; mw < kMW; ++mw) {
-            const uint4* lo = reinterpret_cast<const uint4*>(cs + (row0 + mw * 64) * kCodeRowBytes);
-            const uint4* hi = lo + 8 * kCodeRowBytes / 16;  // row + 8
-            const uint4 l0 = lo[0], l1 = lo[1], h0 = hi[0], h1 = hi[1];
-            decode_step(l0.x, l0.y, h0.x, h0.y, sel, f[mw][0]);
-            decode_step(l0.z, l0.w, h0.z, h0.w, sel, f[mw][1]);
-            decode_step(l1.x, l1.y, h1.x, h1.y, sel, f[mw][2]);
-            decode_step(l1.z, l1.w, h1.z, h1.w, sel, f[mw][3]);
+            for (int p = 0; p < kD; ++p) {
+                const uint4* lo =
+                    reinterpret_cast<const uint4*>(cs + (p * kBM + row0) * kCodeRowBytes);
+                const uint4* hi = lo + 8 * kCodeRowBytes / 16;  // row + 8
+                l0[p] = lo[0], l1[p] = lo[1], h0[p] = hi[0], h1[p] = hi[1];
+            }
+            // Step ks's words of plane p: l0 (.x, .y | .z, .w) for steps 0 | 1, l1 for 2 | 3.
+            const auto step = [&](const uint4(&l)[kD], const uint4(&h)[kD], bool upper,
+                                  uint32_t(&out)[4]) {
+                uint32_t w0[kD], w1[kD], v0[kD], v1[kD];
+#pragma unroll
+                for (int p = 0; p < kD; ++p) {
+                    w0[p] = upper ? l[p].z : l[p].x, w1[p] = upper ? l[p].w : l[p].y;
+                    v0[p] = upper ? h[p].z : h[p].x, v1[p] = upper ? h[p].w : h[p].y;
+                }
+                decode_step_planes<kD>(w0, w1, v0, v1, sel, out);
+            };
+            step(l0, h0, false, f[0][0]);
+            step(l0, h0, true, f[0][1]);
+            step(l1, h1, false, f[0][2]);
+            step(l1, h1, true, f[0][3]);
+        } else {
+#pragma unroll
+            for (int mw = 0; mw < kMW; ++mw) {
+                const uint4* lo =
+                    reinterpret_cast<const uint4*>(cs + (row0 + mw * 64) * kCodeRowBytes);
+                const uint4* hi = lo + 8 * kCodeRowBytes / 16;  // row + 8
+                const uint4 l0 = lo[0], l1 = lo[1], h0 = hi[0], h1 = hi[1];
+                decode_step(l0.x, l0.y, h0.x, h0.y, sel, f[mw][0]);
+                decode_step(l0.z, l0.w, h0.z, h0.w, sel, f[mw][1]);
+                decode_step(l1.x, l1.y, h1.x, h1.y, sel, f[mw][2]);
+                decode_step(l1.z, l1.w, h1.z, h1.w, sel, f[mw][3]);
+            }
         }
     };
     const auto fence_acc = [&] {
@@ -512,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int mw = 0; mw < kMW; ++mw)
 #pragma unroll
             for (int ks = 0; ks < kKSteps; ++ks)
-                wgmma_m64k32<kBN>(acc[mw], f[mw][ks], desc + 2 * ks);  // + 32 bytes per k32
+                wgmma_m64k32<kBN>(acc[mw], f[mw][ks], desc + 2 * ks, 1);  // + 32 bytes per k32
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
     // After the wait that completed ring use it's group: f (its A registers) is free again (kept
@@ -596,36 +691,110 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
             }
         }
+        const auto use = [&](int q) { return it + kStep * q + q0; };
+        if constexpr (C::kGrouped) {
+            // Several scale groups (whole tiles: kt0 = 0, nq = the tile's k-tiles): each group's
+            // wgmmas start from zero (scale_d 0) and, once they land, the group's int32 sums fold
+            // into sums[] as s = s + w_scale[row][group] * float(sum), the CPU's order and
+            // rounding. A k-tile runs as two pairs of k32 steps; a pair that ends a group waits
+            // for its wgmmas and folds, so one accumulator set serves every group (the other
+            // consumer warp group's wgmmas keep the tensor cores busy meanwhile). Steps past k
+            // (k % 128 == 64: the last k-tile's upper half) do not run.
+            const int ksteps = static_cast<int>(a.k / 32), gsteps = static_cast<int>(a.group / 32);
+            const int64_t groups = (a.k + a.group - 1) / a.group;
+            const float* wrow[2];
+            bool rin[2];
 #pragma unroll
-        for (int mw = 0; mw < kMW; ++mw)
+            for (int h = 0; h < 2; ++h) {
+                const int64_t oj = n0 + row0 + 8 * h;
+                rin[h] = oj < a.n;
+                wrow[h] = epilogue_w_scale(o, rin[h] ? oj : 0, groups);
+            }
+            // This thread's rows' scales of group g (0 past n or past the last group), loaded a
+            // group ahead of their fold.
+            float wcur[2], wnext[2] = {0.0f, 0.0f};
+            const auto load_w = [&](int64_t g, float(&w)[2]) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    w[h] = rin[h] && g < groups ? __ldg(wrow[h] + g) : 0.0f;
+            };
+            load_w(0, wcur);
+            int64_t gi = 0;  // the next group to fold
 #pragma unroll
             for (int e = 0; e < kAcc; ++e)
-                acc[mw][e] = 0;
-        // Two sets of A registers: the consumer's k-tile q decodes into f0 when q is even, f1
-        // when odd, while the other set feeds the wgmmas still in flight.
-        const auto use = [&](int q) { return it + kStep * q + q0; };
-        if (nq > 0) {
-            Frag f0, f1;
-            fetch(use(0), f0);
-            for (int q = 0; q < nq; q += 2) {
-                issue(use(q), f0);
-                if (q > 0) {
-                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                    retire(use(q - 1), f1);
+                sums[e] = 0.0f;
+            const auto stage = [&](int q, Frag& f, Frag& fn) {
+                const int iq = use(q);
+                const uint64_t desc = sw128_desc(s_base + (iq % kStages) * kXStageBytes);
+                const int s0 = q * kKSteps;
+#pragma unroll
+                for (int p = 0; p < kKSteps / 2; ++p) {
+                    const int sp = s0 + 2 * p;
+                    if (sp >= ksteps) break;
+                    fence_acc();
+                    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                    wgmma_m64k32<kBN>(acc[0], f[0][2 * p], desc + 4 * p, sp % gsteps == 0 ? 0 : 1);
+                    wgmma_m64k32<kBN>(acc[0], f[0][2 * p + 1], desc + 4 * p + 2, 1);
+                    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                    const bool ends = (sp + 2) % gsteps == 0 || sp + 2 == ksteps;
+                    const bool last = p == kKSteps / 2 - 1 || sp + 2 >= ksteps;
+                    if (last && q + 1 < nq) fetch(use(q + 1), fn);
+                    if (ends) load_w(gi + 1, wnext);
+                    // Every pair waits (groups of 64, the common case, end at every pair): with
+                    // the wait under a condition ptxas serialized the wgmmas.
+                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    fence_acc();
+                    if (ends) {
+#pragma unroll
+                        for (int e = 0; e < kAcc; ++e) {
+                            const float v = small_int_to_float(acc[0][e]);
+                            sums[e] = __fadd_rn(sums[e], __fmul_rn(wcur[(e / 2) % 2], v));
+                        }
+                        wcur[0] = wnext[0], wcur[1] = wnext[1];
+                        ++gi;
+                    }
                 }
-                if (q + 1 < nq) {
-                    fetch(use(q + 1), f1);
-                    issue(use(q + 1), f1);
-                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                    retire(use(q), f0);
-                    if (q + 2 < nq) fetch(use(q + 2), f0);
+                retire(iq, f);
+            };
+            if (nq > 0) {
+                Frag f0, f1;
+                fetch(use(0), f0);
+                for (int q = 0; q < nq; q += 2) {
+                    stage(q, f0, f1);
+                    if (q + 1 < nq) stage(q + 1, f1, f0);
                 }
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (nq % 2 == 1)
-                retire(use(nq - 1), f0);
-            else
-                retire(use(nq - 1), f1);
+        } else {
+#pragma unroll
+            for (int mw = 0; mw < kMW; ++mw)
+#pragma unroll
+                for (int e = 0; e < kAcc; ++e)
+                    acc[mw][e] = 0;
+            // Two sets of A registers: the consumer's k-tile q decodes into f0 when q is even, f1
+            // when odd, while the other set feeds the wgmmas still in flight.
+            if (nq > 0) {
+                Frag f0, f1;
+                fetch(use(0), f0);
+                for (int q = 0; q < nq; q += 2) {
+                    issue(use(q), f0);
+                    if (q > 0) {
+                        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                        retire(use(q - 1), f1);
+                    }
+                    if (q + 1 < nq) {
+                        fetch(use(q + 1), f1);
+                        issue(use(q + 1), f1);
+                        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                        retire(use(q), f0);
+                        if (q + 2 < nq) fetch(use(q + 2), f0);
+                    }
+                }
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                if (nq % 2 == 1)
+                    retire(use(nq - 1), f0);
+                else
+                    retire(use(nq - 1), f1);
+            }
         }
 
         // The k split: consumer 1 first swaps its two halves of the tokens, so that for both its
@@ -745,6 +914,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             return fused && oi < a.m ? o.x_scale[o.x_scale_rows == 1 ? 0 : oi] : 0.0f;
         };
         const auto value = [&](int mw, int h, int j, int e, float sx) {
+            if constexpr (C::kGrouped)
+                return __float_as_uint(
+                    __fadd_rn(__fmul_rn(sums[4 * j + 2 * h + e], sx), bias[mw][h]));
             const int32_t v = acc[mw][4 * j + 2 * h + e];
             return fused ? __float_as_uint(__fadd_rn(
                                __fmul_rn(epilogue_add(0.0f, ws[mw][h], v), sx), bias[mw][h]))
@@ -921,6 +1093,26 @@ CUtensorMap byte_map(const void* base, int64_t rows, int64_t inner, uint32_t box
     return map;
 }
 
+// bt's D trit planes as one 3-D byte tensor (k / 4 bytes, n rows, D planes), read in boxes of
+// box_rows x box_inner bytes of one plane; reads past n and k fill zeros.
+CUtensorMap plane_map(const void* base, int depth, int64_t rows, int64_t inner, uint32_t box_inner,
+                      uint32_t box_rows) {
+    CUtensorMap map;
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows),
+                                static_cast<cuuint64_t>(depth)};
+    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(inner),
+                                   static_cast<cuuint64_t>(inner * rows)};
+    const cuuint32_t box[3] = {box_inner, box_rows, 1};
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
+    const CUresult r = encode_tiled()(
+        &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box,
+        elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    TRIT_CHECK(r == CUDA_SUCCESS, "tern2_gemm_sm90: cuTensorMapEncodeTiled failed (CUresult ", r,
+               ") for ", depth, " planes of ", rows, " x ", inner, " bytes");
+    return map;
+}
+
 // A 2-D tensor of 4-byte words (rows x cols) in boxes of box_rows x box_cols, 128-byte swizzle.
 CUtensorMap word_map(void* base, int64_t rows, int64_t cols, uint32_t box_cols, uint32_t box_rows) {
     CUtensorMap map;
@@ -949,6 +1141,16 @@ using Narrow256Tile = Config<1, 5, 64, 256>;   // (128, 256): 180 KiB ring + 32 
 // 32 + 32 KiB. One pass of each consumer's half of the tokens.
 using Split96Tile = Config<1, 8, 48, 96, true>;
 using Split128Tile = Config<1, 8, 64, 128, true>;
+// bt's planes and several scale groups: the (128, 128) tile, whole, its ring as deep as shared
+// memory allows with D planes a stage (y in two passes where D > 1): D = 1 160 KiB ring + 64 KiB of
+// y; D = 2 168 + 32; D = 3 168 + 32; D = 4 160 + 32.
+template <int D, bool GR>
+using PlaneTile = Config<1,
+                         D == 1   ? 8
+                         : D == 2 ? 7
+                         : D == 3 ? 6
+                                  : 5,
+                         D == 1 ? 128 : 64, 128, false, D, GR>;
 
 // The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
 // partial tiles of the wide tile. Kept for the life of the process.
@@ -1029,6 +1231,11 @@ Plan split(bool wide, int tokens, int64_t tiles, int64_t ktiles, int sms, int sk
 // 20.1 -> 18.4 us; 6912x2560, m = 128, 15.5 -> 17.2; 768x3072, m = 128, 16.4 -> 29.8.
 Plan plan(const Tern2GemmSm90Args& a, int sms) {
     const int64_t ktiles = fmt::ceil_div(a.k, int64_t{kKS});
+    // Planes and groups: (128, 128) tiles, whole.
+    if (a.depth > 1 || (a.group > 0 && a.group < a.k)) {
+        const int64_t tiles = fmt::ceil_div(a.m, int64_t{128}) * fmt::ceil_div(a.n, int64_t{128});
+        return split(false, 128, tiles, ktiles, sms, 0);
+    }
     // Forced stream-K (tests: every tile split) takes the 128-token tiles it runs on.
     const bool t128 =
         !a.ksplit && (a.tokens == 128 || (a.tokens == 0 && a.schedule == Sm90Schedule::kStreamK));
@@ -1060,14 +1267,17 @@ template <class C>
 void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     // Stream-K runs only 128-token tiles (plan), so only they are compiled with it.
     auto kernel = tern2_gemm_sm90_kernel<C, false>;
-    if constexpr (C::kBN == 128 && !C::kKSplit) {
+    if constexpr (C::kBN == 128 && !C::kKSplit && C::kD == 1 && !C::kGrouped) {
         if (p.sched.sk_units > 0) kernel = tern2_gemm_sm90_kernel<C, true>;
     }
     TRIT_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     const CUtensorMap x_map = byte_map(a.x, a.m, a.k, kKS, C::kBN, CU_TENSOR_MAP_SWIZZLE_128B);
-    const CUtensorMap codes_map = byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte,
-                                           kCodeRowBytes, C::kBM, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const CUtensorMap codes_map =
+        C::kD == 1
+            ? byte_map(a.codes, a.n, a.k / fmt::kTern2CodesPerByte, kCodeRowBytes, C::kBM,
+                       CU_TENSOR_MAP_SWIZZLE_NONE)
+            : plane_map(a.codes, C::kD, a.n, a.k / fmt::kTern2CodesPerByte, kCodeRowBytes, C::kBM);
     // The staged epilogue stores y (or acc) through TMA: rows of n * 4 bytes on 16-byte
     // boundaries.
     void* out = a.out.acc != nullptr ? static_cast<void*>(a.out.acc) : a.out.y;
@@ -1075,7 +1285,8 @@ void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, C::kYRows) : CUtensorMap{};
     if (p.sched.sk_units > 0) bind_workspace(p.sched, sms, stream);
     launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
-                  stream, true, x_map, codes_map, y_map, staged, a, p.sched);
+                  stream, true, x_map, codes_map, y_map, staged,
+                  static_cast<const typename C::Args&>(a), p.sched);
 }
 
 }  // namespace
@@ -1114,6 +1325,38 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream) {
                "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k,
                "): more than 2147483647 output tiles of 64 x ", kTern2GemmSm90Tokens[0],
                " (the k-split tile)");
+    const bool grouped = a.group > 0 && a.group < a.k;
+    if (a.depth > 1 || grouped) {
+        TRIT_CHECK(a.depth >= 1 && a.depth <= 4, "tern2_gemm_sm90 (m=", a.m, ", n=", a.n,
+                   ", k=", a.k, "): 1 to 4 code planes, got ", a.depth);
+        TRIT_CHECK(a.tokens == 0 || a.tokens == 128, "tern2_gemm_sm90 (m=", a.m, ", n=", a.n,
+                   ", k=", a.k, ", depth=", a.depth, ", group=", a.group,
+                   "): bt's planes and several scale groups run 128-token tiles, got ", a.tokens);
+        TRIT_CHECK(a.schedule != Sm90Schedule::kStreamK && !a.ksplit, "tern2_gemm_sm90 (m=", a.m,
+                   ", n=", a.n, ", k=", a.k, ", depth=", a.depth, ", group=", a.group,
+                   "): bt's planes and several scale groups run whole 128-row tiles (no stream-K, ",
+                   "no k split)");
+        TRIT_CHECK(!grouped || (a.out.acc == nullptr && a.group % 64 == 0),
+                   "tern2_gemm_sm90 (m=", a.m, ", n=", a.n, ", k=", a.k, ", group=", a.group,
+                   "): several scale groups need a group of a multiple of 64 and write y only");
+        const Plan p = plan(a, sms);
+        switch (a.depth * 2 + (grouped ? 1 : 0)) {
+            case 3:
+                return launch<PlaneTile<1, true>>(a, p, sms, stream);
+            case 4:
+                return launch<PlaneTile<2, false>>(a, p, sms, stream);
+            case 5:
+                return launch<PlaneTile<2, true>>(a, p, sms, stream);
+            case 6:
+                return launch<PlaneTile<3, false>>(a, p, sms, stream);
+            case 7:
+                return launch<PlaneTile<3, true>>(a, p, sms, stream);
+            case 8:
+                return launch<PlaneTile<4, false>>(a, p, sms, stream);
+            default:
+                return launch<PlaneTile<4, true>>(a, p, sms, stream);
+        }
+    }
     const Plan p = plan(a, sms);
     if (p.ksplit) {
         if (p.tokens == 96) return launch<Split96Tile>(a, p, sms, stream);

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/product.h"
 #include "kernels/tern2_gemm_sm90_tile.h"
@@ -25,10 +26,13 @@ namespace trit::kernels::detail {
 // (see the .cu); kStreamK: every tile stream-K (the most partial tiles and fix-ups: tests).
 enum class Sm90Schedule { kAuto, kStreamK };
 
-struct Tern2GemmSm90Args {
+// The arguments the one-group tern2 kernels take (their parameter: with more fields nvcc 13.0
+// compiled them differently, scripts/ptx-diff.sh); Tern2GemmSm90Args adds bt's planes and
+// several scale groups.
+struct Tern2GemmSm90Base {
     const uint8_t* codes = nullptr;  // (n, k / 4), 16-byte aligned rows (k % 64 == 0)
     const int8_t* x = nullptr;       // (m, k), 16-byte aligned
-    int64_t m = 0, n = 0, k = 0;     // one scale group (group >= k)
+    int64_t m = 0, n = 0, k = 0;
     ProductOut out;
     Sm90Schedule schedule = Sm90Schedule::kAuto;
     // The kernel runs under PDL (kernels/pdl.cuh); true: it may read the codes before the
@@ -45,8 +49,38 @@ struct Tern2GemmSm90Args {
     bool ksplit = false;
 };
 
+struct Tern2GemmSm90Args : Tern2GemmSm90Base {
+    // Code planes a stage: 1, tern2 codes; 2..4, bt's trit planes (kernels/bt_gemm.h), plane i the
+    // (n, k / 4) bytes at codes + i * n * k / 4, each weight the sum of its trits times 3^i.
+    int depth = 1;
+    // Columns a scale group: 0 or >= k, one group (acc or y); else a multiple of 64 with several
+    // groups, y only: the consumers fold each group's int32 sums into float sums in group order,
+    // y bit for bit the CPU's (product.h), where every group's sums stay below 2^22 in magnitude
+    // (group * 128 * max |code| < 2^22; the launcher's caller checks it).
+    int64_t group = 0;
+};
+
 // True when this build holds the sm_90a kernel (nvcc >= 12; see kernels/CMakeLists.txt).
 bool tern2_gemm_sm90_built();
+
+// The largest magnitude the folded kernels convert from int32 to float by adding 1.5 * 2^23 to
+// the bits (exact below 2^22): a group's sums must stay under it.
+constexpr int64_t kTern2GemmSm90FoldMaxSum = (int64_t{1} << 22) - 1;
+
+// Whether the kernel takes a call of `depth` planes with scale groups of `group` columns on k (k
+// % 64 == 0 assumed): one group, or groups of a multiple of 64 whose sums stay within
+// kTern2GemmSm90FoldMaxSum (|x| <= 128, |code| <= max_code), writing y. "" when it does, else the
+// rule it breaks.
+inline std::string tern2_gemm_sm90_rejects(int depth, int64_t k, int64_t group, int64_t max_code,
+                                           bool acc_out) {
+    if (depth < 1 || depth > 4) return "1 to 4 code planes";
+    if (group >= k) return "";
+    if (group % 64 != 0) return "several scale groups need a group of a multiple of 64 columns";
+    if (acc_out) return "several scale groups write y only (their sums fold into floats)";
+    if (group * 128 * max_code > kTern2GemmSm90FoldMaxSum)
+        return "several scale groups need group * 128 * max |code| < 2^22 (exact folds)";
+    return "";
+}
 
 // Launches on `stream`; the caller has checked the contract, one group and a compute capability
 // 9.0 device with `sms` SMs. A stream-K launch uses a workspace owned by the launcher, one per

@@ -33,6 +33,15 @@ inline bool gpu_available() {
     return ok;
 }
 
+// Compute capability 9.0: where the sm_90a wgmma kernel runs.
+inline bool device_is_sm90() {
+    int device = 0, major = 0, minor = 0;
+    TRIT_CUDA_CHECK(cudaGetDevice(&device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+}
+
 // Fixture base: device tests skip cleanly without a GPU.
 template <typename Base>
 class RequiresGpu : public Base {

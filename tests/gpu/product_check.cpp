@@ -181,14 +181,18 @@ void check_case(const ProductCase& c, Run run) {
     w.n = c.n;
     w.k = c.k;
 
-    kernels::ProductOut acc_out;
-    acc_out.acc = d_acc.get() + off;
-    w.pdl = false;
-    run(w, d_x.get(), acc_out);
-    TRIT_CUDA_CHECK(cudaDeviceSynchronize());
     int64_t bad = 0;
-    std::string msg = first_mismatches(strip_front(d_acc.download(), off), want, c.n, G, &bad);
-    EXPECT_EQ(bad, 0) << "int32 accumulators differ from the reference, first mismatches:\n" << msg;
+    std::string msg;
+    if (!c.y_only) {
+        kernels::ProductOut acc_out;
+        acc_out.acc = d_acc.get() + off;
+        w.pdl = false;
+        run(w, d_x.get(), acc_out);
+        TRIT_CUDA_CHECK(cudaDeviceSynchronize());
+        msg = first_mismatches(strip_front(d_acc.download(), off), want, c.n, G, &bad);
+        EXPECT_EQ(bad, 0) << "int32 accumulators differ from the reference, first mismatches:\n"
+                          << msg;
+    }
 
     kernels::ProductOut y_out;
     y_out.y = d_y.get() + off;

@@ -30,6 +30,9 @@ struct ProductCase {
     // The w scales fp16 values, given to the y call as floats and as their fp16 copy
     // (ProductOut::w_scale_half, `out_offset` elements into its buffer too).
     bool half_scales = false;
+    // Only the y call (kernels that write y alone, e.g. the forced wgmma kernel with several
+    // scale groups, which folds their sums into floats).
+    bool y_only = false;
 };
 
 std::string describe(const ProductCase& c);

@@ -17,6 +17,7 @@
 #include "exporters/pack.h"
 #include "kernels/bt_gemm.h"
 #include "kernels/product.h"
+#include "kernels/tern2_gemm.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/product_check.h"
 
@@ -68,6 +69,88 @@ TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
             trit::gputest::check_product_case(c, ProductPath::kGemm);
             trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
         }
+}
+
+// The sm_90a wgmma kernel on the planes (forced; auto takes it where bt_gemm_wgmma_pays): one
+// group (acc and y) and groups of 64, 128, 192 and 256 (y only: the kernel folds each group's
+// sums), d = 1..4, m and n off its (128, 128) tile, n off multiples of 4, k off its 128-column
+// k-tile, more tiles than SMs ({1100, 4100, 320, 64}).
+TEST_F(BtGemm, WgmmaKernelMatchesTheReference) {
+    if (!trit::gputest::device_is_sm90())
+        GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    const trit::kernels::ScopedTern2GemmVariant scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    const std::vector<Shape> shapes = {
+        {9, 1, 128, 64},       {17, 130, 192, 64},    {100, 130, 448, 192}, {128, 128, 320, 320},
+        {129, 257, 2560, 128}, {300, 130, 1024, 256}, {256, 200, 768, 64},  {2048, 768, 768, 64},
+        {300, 64, 2560, 4096}, {1100, 4100, 320, 64},
+    };
+    uint64_t seed = 2900;
+    for (int depth = 1; depth <= 4; ++depth)
+        for (const Shape& s : shapes) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = depth;
+            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+            c.seed = ++seed;
+            c.planes = true;
+            c.per_tensor_scale = seed % 2 == 0;
+            c.bias = seed % 3 != 0;
+            c.y_only = s.group < s.k;
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
+        }
+    // x at the int8 extremes with d = 4: groups of 64 and 512 (sums up to 128 * 512 * 40 < 2^22,
+    // the fold's exact range) and one group of 4096.
+    for (const auto& [lo, hi] :
+         std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, 127}})
+        for (int64_t group : {int64_t{64}, int64_t{512}, int64_t{4096}}) {
+            ProductCase c;
+            c.format = Format::kBt;
+            c.depth = 4;
+            c.m = 300, c.n = 130, c.k = 4096, c.group = group;
+            c.x_lo = lo, c.x_hi = hi;
+            c.planes = true;
+            c.seed = 3001 + static_cast<uint64_t>(lo + 200 + group);
+            c.y_only = group < c.k;
+            trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
+        }
+}
+
+// The forced wgmma kernel refuses, naming the rule, what it cannot run: several groups into acc,
+// and groups whose sums could reach 2^22 (bt4, groups of 1024: 1024 * 128 * 40).
+TEST_F(BtGemm, ForcedWgmmaRefusesWhatItCannotRun) {
+    if (!trit::gputest::device_is_sm90())
+        GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    const trit::kernels::ScopedTern2GemmVariant scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    DeviceBuffer<uint8_t> planes(std::vector<uint8_t>(4 * 64 * 2048 / 4, 0));
+    DeviceBuffer<int8_t> x(std::vector<int8_t>(300 * 2048, 1));
+    DeviceBuffer<float> y(300 * 64), scales(64 * 2048 / 64);
+    PackedWeights w;
+    w.format = Format::kBt;
+    w.depth = 4;
+    w.a = planes.get();
+    w.planes = planes.get();
+    w.n = 64;
+    w.k = 2048;
+    const auto expect_refusal = [&](int64_t group, const trit::kernels::ProductOut& out,
+                                    const std::string& rule) {
+        try {
+            trit::kernels::bt_gemm(w, x.get(), 300, group, out, nullptr);
+            ADD_FAILURE() << "expected trit::Error with '" << rule << "'";
+        } catch (const trit::Error& e) {
+            EXPECT_THAT(e.what(), HasSubstr("m=300"));
+            EXPECT_THAT(e.what(), HasSubstr("group=" + std::to_string(group)));
+            EXPECT_THAT(e.what(), HasSubstr(rule));
+        }
+    };
+    DeviceBuffer<int32_t> acc(300 * 64 * 32);
+    trit::kernels::ProductOut acc_out;
+    acc_out.acc = acc.get();
+    expect_refusal(64, acc_out, "write y only");
+    trit::kernels::ProductOut y_out;
+    y_out.y = y.get();
+    y_out.w_scale = scales.get();
+    y_out.x_scale = scales.get();
+    expect_refusal(1024, y_out, "2^22");
 }
 
 // x at the int8 extremes only: with d = 4 (|code| <= 40) the bytes the fragments rebuild reach

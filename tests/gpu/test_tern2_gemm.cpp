@@ -39,6 +39,18 @@ const std::vector<GemmShape> kGemmShapes = {
     {16, 2560, 256, 256},   {300, 256, 2560, 2560}, {300, 130, 1024, 128},
 };
 
+// Several scale groups on the wgmma kernel (forced; y only: it folds each group's int32 sums into
+// float sums in group order): groups of 64 (a fold at every pair of k32 steps), 128, 192 (groups
+// ending inside a k-tile, a partial last group) and 256 (groups across k-tiles); k off the
+// 128-column k-tile (k % 128 == 64: the last k-tile's upper half does not run); m and n off the
+// (128, 128) tile and off multiples of 4 (direct stores); more tiles than SMs (a persistent CTA's
+// ring and sums carried across tiles: {1100, 4100, 320, 64}, {600, 4099, 448, 192}).
+const std::vector<GemmShape> kGroupedShapes = {
+    {9, 1, 128, 64},       {17, 130, 192, 64},    {100, 130, 448, 192},  {128, 128, 320, 64},
+    {129, 257, 2560, 128}, {300, 130, 1024, 256}, {256, 200, 768, 64},   {2048, 768, 768, 64},
+    {33, 64, 4096, 64},    {1100, 4100, 320, 64}, {600, 4099, 448, 192},
+};
+
 // Shapes the launcher does not split along k: one k-tile (k <= 128), or enough output tiles
 // (>= 2 CTAs per SM of a 132-SM H100) for each tile size, so the unsplit store path runs too.
 const std::vector<GemmShape> kUnsplitShapes = {
@@ -68,18 +80,12 @@ const std::vector<GemmShape> kOneGroupShapes = {
 
 using VariantScope = trit::kernels::ScopedTern2GemmVariant;
 
-// Compute capability 9.0: where the sm_90a wgmma kernel runs.
-bool device_is_sm90() {
-    int device = 0, major = 0, minor = 0;
-    TRIT_CUDA_CHECK(cudaGetDevice(&device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    TRIT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    return major == 9 && minor == 0;
-}
+using trit::gputest::device_is_sm90;
 
 class Tern2Gemm : public trit::gputest::RequiresGpu<::testing::Test> {};
 
-void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t seed) {
+void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t seed,
+                bool y_only = false) {
     for (const GemmShape& s : shapes) {
         ProductCase c;
         c.format = Format::kTern2;
@@ -87,6 +93,7 @@ void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t
         c.seed = seed++;
         c.per_tensor_scale = seed % 3 == 0;
         c.bias = seed % 2 == 0;
+        c.y_only = y_only;
         trit::gputest::check_product_case(c, path);
     }
 }
@@ -156,6 +163,24 @@ TEST_F(Tern2Gemm, WgmmaKernelMatchesTheReference) {
     VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
     run_shapes(kOneGroupShapes, ProductPath::kGemm, 801);
     run_extreme_x(300, 901);
+}
+
+TEST_F(Tern2Gemm, WgmmaKernelFoldsSeveralScaleGroups) {
+    if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
+    run_shapes(kGroupedShapes, ProductPath::kGemm, 1501, /*y_only=*/true);
+    // x at the int8 extremes with groups of 64 and 2048: the folds' int32 sums reach 128 * 2048.
+    for (int64_t group : {int64_t{64}, int64_t{2048}})
+        for (const auto& [lo, hi] :
+             std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, 127}}) {
+            ProductCase c;
+            c.format = Format::kTern2;
+            c.m = 300, c.n = 130, c.k = 4096, c.group = group;
+            c.x_lo = lo, c.x_hi = hi;
+            c.seed = 1601 + static_cast<uint64_t>(lo + 200 + group);
+            c.y_only = true;
+            trit::gputest::check_product_case(c, ProductPath::kGemm);
+        }
 }
 
 // Every tile stream-K: CTA ranges that start and end inside tiles, tiles shared by up to a
@@ -276,12 +301,13 @@ TEST_F(Tern2Gemm, ForcedWgmmaRefusesWhatItCannotRun) {
     trit::kernels::ProductOut out;
     out.acc = acc.get();
     try {
-        trit::kernels::tern2_gemm(w, x.get(), 300, 128, out, nullptr);  // two groups
+        trit::kernels::tern2_gemm(w, x.get(), 300, 128, out, nullptr);  // two groups into acc
         ADD_FAILURE() << "expected trit::Error";
     } catch (const trit::Error& e) {
         EXPECT_THAT(e.what(), HasSubstr("m=300"));
         EXPECT_THAT(e.what(), HasSubstr("group=128"));
-        EXPECT_THAT(e.what(), HasSubstr("one scale group"));
+        EXPECT_THAT(e.what(), HasSubstr(device_is_sm90() ? "write y only"
+                                                         : "a compute capability 9.0 device"));
     }
 }
 

@@ -1157,9 +1157,12 @@ bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const Prod
 
 }  // namespace
 
+// A first rule, to be refitted on measurements: the wgmma kernel's (128, 128) tiles where they
+// fill half the SMs or more above 128 tokens, and from 512 tokens.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
-    (void)m, (void)n, (void)k, (void)group, (void)sms;
-    return false;
+    (void)k, (void)group;
+    const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
+    return m >= 512 || (m > 128 && 2 * tiles >= sms);
 }
 
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

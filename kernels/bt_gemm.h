@@ -3,11 +3,14 @@
 // code is the sum of its balanced trits times 3^i, code = t_0 + 3 t_1 + .. + 3^(d-1) t_(d-1), so
 // the codes are kept on the GPU as d tern2 planes of trits (PackedWeights::planes, 2 d bits a
 // weight, built once at load by bt_to_planes), and the GEMM is tern2_gemm's mma.sync kernel
-// (kernels/tern2_gemm.cu) reading d planes per k-tile: each fragment word of 16 codes is rebuilt
-// from the d plane words as int8 codes in registers (digits t + 1 by one __byte_perm per plane,
-// Horner's rule in 32-bit multiply-adds, no byte carrying past 80, then one per-byte subtract of
-// (3^d - 1) / 2), so the int32 accumulators and the fused epilogue are those of the bt codes, bit
-// for bit. bt1 is its one plane run by the tern2 kernel itself.
+// (kernels/tern2_gemm.cu) reading d planes per k-tile, or, on an sm_90a build and a 9.0 device
+// where bt_gemm_wgmma_pays, its wgmma kernel (kernels/tern2_gemm_sm90.h: (128, 128) tiles, the
+// planes by TMA, several scale groups folded into float sums in group order as each ends): each
+// fragment word of 16 codes is rebuilt from the d plane words as int8 codes in registers (digits t
+// + 1 by one __byte_perm per plane, Horner's rule in 32-bit multiply-adds, no byte carrying past
+// 80, then one per-byte subtract of (3^d - 1) / 2), so the int32 accumulators and the fused
+// epilogue are those of the bt codes, bit for bit. bt1 is its one plane run by the tern2 kernel
+// itself.
 //
 // Planes layout (GPU memory only, never in a container): plane i (i = 0 .. d - 1) is the (n,
 // ceil(k / 4)) tern2 array (exporters/formats/tern2.h) of trit i of every code, at planes + i * n *
@@ -71,8 +74,9 @@ std::string bt_gemm_dispatch_rejects(const PackedWeights& w, const int8_t* x, in
 
 // Whether auto dispatch runs a bt call on the sm_90a wgmma kernel (where that kernel takes it:
 // an sm_90a build, a 9.0 device, one group or groups whose sums stay below 2^22, y for several
-// groups), from the shape and the SM count alone. set_tern2_gemm_variant (kernels/tern2_gemm.h)
-// forces either kernel for bt too.
+// groups), from the shape and the SM count alone: from 128 tokens where its (128, 128) tiles fill
+// half the SMs or more (measured, see the .cu). set_tern2_gemm_variant (kernels/tern2_gemm.h)
+// forces either kernel for bt too. Host only.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms);
 
 // Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error

@@ -1157,12 +1157,20 @@ bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const Prod
 
 }  // namespace
 
-// A first rule, to be refitted on measurements: the wgmma kernel's (128, 128) tiles where they
-// fill half the SMs or more above 128 tokens, and from 512 tokens.
+// The wgmma kernel's (128, 128) tiles from 128 tokens where they fill half the SMs or more. H200,
+// docs/BENCHMARKS.md session 52, call 1 (bt2, groups of 64, both kernels forced on the nine
+// default shapes at m = 32, 64, 128, 256, 2048; us mma.sync / wgmma): the rule takes the faster
+// kernel in 44 of the 45 cells. At m = 2048 the wgmma kernel wins on all nine (2560 x 2560 159.2
+// / 115.2, 4096 x 14336 1328 / 817, 768 x 768 20.1 / 15.7); at m = 128 and 256 where its tiles
+// fill half the SMs (14336 x 4096 106.4 / 63.8 and 176.5 / 121.7, 6912 x 2560 at 256 68.7 /
+// 41.4), and not where they do not (2560 x 2560 at 256 37.2 / 41.8, 768 x 3072 22.0 / 49.2); the
+// miss, 3072 x 768 at m = 256 (48 tiles), 17.0 against 15.1. Below 128 tokens its grid is ceil(n /
+// 128) CTAs of half-empty tiles (14336 x 4096 at m = 64 58.3 / 63.3). Each of its groups waits
+// for a scale load there (ca3fce6, not yet run, takes that wait away), so the rule may widen.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
     (void)k, (void)group;
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
-    return m >= 512 || (m > 128 && 2 * tiles >= sms);
+    return m >= 128 && 2 * tiles >= sms;
 }
 
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,

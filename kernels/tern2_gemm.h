@@ -23,7 +23,10 @@
 // where k <= 1024 and n m > 147456, k <= 4096 and n ceil(m / 64) > 5120, or longer k and
 // n ceil(m / 64) > 4096 (the mma.sync kernel's 64-token tiles against the wgmma kernel's one wave;
 // measured crossover, see the .cu);
-// set_tern2_gemm_variant forces either.
+// set_tern2_gemm_variant forces either. Forced, the wgmma kernel also takes several scale groups
+// of a multiple of 64 into y (it folds each group's sums into float sums in group order, exact
+// while group * 128 * max |code| < 2^22), as it does bt's planes (kernels/bt_gemm.h); auto sends
+// tern2 with several groups to the mma.sync kernel.
 //
 // The mma.sync kernel: (64, 64) tiles of tokens x weights for m = 17..256 ((16, 128) below,
 // (128, 128) above; with several scale groups (16, 32) to 16 tokens, (64, 64) above), k split
@@ -68,7 +71,8 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
 // with its k-split tile (64 weight rows, each consumer warp group every other k-tile; 96 or 128
 // tokens by set_tern2_gemm_tokens, else the launcher's choice of the two). A forced wgmma variant
 // throws, naming the shape, where it cannot run: a build without sm_90a, a device other than 9.0,
-// more than one group.
+// several groups into acc or of sums that could reach 2^22 (the stream-K and k-split variants:
+// more than one group). bt_gemm (kernels/bt_gemm.h) follows the same switch.
 enum class Tern2GemmVariant { kAuto, kMmaSync, kWgmma, kWgmmaStreamK, kWgmmaKSplit };
 // The kernel kAuto runs a call on, from the shape and the device's properties alone (no device
 // query; tests pin the rule, benchmarks can name the kernel): kWgmma for one scale group on an

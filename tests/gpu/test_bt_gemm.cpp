@@ -115,6 +115,22 @@ TEST_F(BtGemm, WgmmaKernelMatchesTheReference) {
         }
 }
 
+// The auto rule between the two GEMM kernels (host only, runs without a GPU), on 132 SMs: the
+// wgmma kernel from 128 tokens where its (128, 128) tiles fill half the SMs or more, as measured
+// on the H200 (docs/BENCHMARKS.md, session 52).
+TEST(BtGemmDispatch, TakesTheWgmmaKernelWhereItsTilesFillHalfTheSms) {
+    using trit::kernels::bt_gemm_wgmma_pays;
+    EXPECT_TRUE(bt_gemm_wgmma_pays(2048, 768, 768, 64, 132));  // 96 tiles
+    EXPECT_TRUE(bt_gemm_wgmma_pays(2048, 2560, 2560, 64, 132));
+    EXPECT_TRUE(bt_gemm_wgmma_pays(128, 14336, 4096, 64, 132));  // 112 tiles
+    EXPECT_TRUE(bt_gemm_wgmma_pays(256, 6912, 2560, 64, 132));   // 108 tiles
+    EXPECT_FALSE(bt_gemm_wgmma_pays(64, 14336, 4096, 64, 132));  // below 128 tokens
+    EXPECT_FALSE(bt_gemm_wgmma_pays(256, 2560, 2560, 64, 132));  // 40 tiles
+    EXPECT_FALSE(bt_gemm_wgmma_pays(256, 768, 3072, 64, 132));   // 12 tiles
+    EXPECT_FALSE(bt_gemm_wgmma_pays(128, 6912, 2560, 64, 132));  // 54 tiles
+    EXPECT_TRUE(bt_gemm_wgmma_pays(128, 6912, 2560, 64, 108));   // 54 of 108 SMs
+}
+
 // The forced wgmma kernel refuses, naming the rule, what it cannot run: several groups into acc,
 // and groups whose sums could reach 2^22 (bt4, groups of 1024: 1024 * 128 * 40).
 TEST_F(BtGemm, ForcedWgmmaRefusesWhatItCannotRun) {

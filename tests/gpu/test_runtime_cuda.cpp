@@ -18,7 +18,6 @@
 #include "exporters/reference.h"
 #include "exporters/runtime_cpu.h"
 #include "kernels/runtime_cuda.h"
-#include "kernels/tern2_gemm_sm90.h"
 #include "quantizers/layer_selection.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -106,8 +105,8 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     EXPECT_THAT(lines[1], Not(HasSubstr("padded")));  // a float layer keeps its rows
 
     // bt2 with groups of 64: the bt GEMM from 9 rows, on (16, 32) tiles where the grid is small,
-    // their k split over a cluster on sm_90 (8 tiles of 32 weight rows; bt_gemm_plan); at 2048
-    // rows on the wgmma kernel's (128, 128) tiles on sm_90a, else on (64, 64) tiles unsplit.
+    // their k split over a cluster on sm_90 (8 tiles of 32 weight rows; bt_gemm_plan); on (64,
+    // 64) tiles unsplit at 2048 rows.
     const auto bt2 =
         exported(recipe("{method: balanced, granularity: group, group_size: 64, depth: 2}",
                         "int8_per_token", "{input: 784, hidden: [256], classes: 10}"),
@@ -122,11 +121,8 @@ TEST_F(CudaRuntime, DescribesTheKernelOfEachLayer) {
     EXPECT_THAT(at16, HasSubstr("(tiles of 16 x 32"));
     EXPECT_EQ(at16.find(", k split over ") != std::string::npos, major >= 9) << at16;
     EXPECT_THAT(at2048, HasSubstr("fc1 (2048 rows) bt2 gemm"));
-    // On an sm_90a build and a 9.0 device the wgmma kernel (bt_gemm_wgmma_pays: from 512 rows).
-    const bool wgmma =
-        trit::gputest::device_is_sm90() && trit::kernels::detail::tern2_gemm_sm90_built();
-    EXPECT_THAT(at2048, HasSubstr(wgmma ? "(wgmma tiles of 128 x 128)" : "(tiles of 64 x 64)"))
-        << at2048;
+    // 256 outputs: 32 tiles of the wgmma kernel, too few for it (bt_gemm_wgmma_pays).
+    EXPECT_THAT(at2048, HasSubstr("(tiles of 64 x 64)")) << at2048;
 }
 
 TEST_F(CudaRuntime, PadsRowsWhereTheScaleGroupsAllowItAndRunsBin1AsTern2) {

@@ -1043,6 +1043,28 @@ GemmArgs mma_sync_args(const PackedWeights& w, const uint8_t* codes, const int8_
     return a;
 }
 
+// The wgmma kernel's arguments for `depth` code planes at `codes` (tern2: 1, its codes), with the
+// variant and tokens per tile in force.
+detail::Tern2GemmSm90Args wgmma_args(const PackedWeights& w, const uint8_t* codes, int depth,
+                                     const int8_t* x, int64_t m, int64_t group,
+                                     const ProductOut& out) {
+    detail::Tern2GemmSm90Args s;
+    s.codes = codes;
+    s.depth = depth;
+    s.x = x;
+    s.m = m;
+    s.n = w.n;
+    s.k = w.k;
+    s.group = group;
+    s.out = out;
+    s.codes_early = w.pdl;
+    s.tokens = tern2_gemm_tokens();
+    const Tern2GemmVariant variant = tern2_gemm_variant();
+    if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
+    s.ksplit = variant == Tern2GemmVariant::kWgmmaKSplit;
+    return s;
+}
+
 }  // namespace
 
 std::string tern2_gemm_rejects(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group) {
@@ -1075,19 +1097,7 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
     if (forced_wgmma || (variant == Tern2GemmVariant::kAuto &&
                          tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) ==
                              Tern2GemmVariant::kWgmma)) {
-        detail::Tern2GemmSm90Args s;
-        s.codes = w.a;
-        s.x = x;
-        s.m = m;
-        s.n = w.n;
-        s.k = w.k;
-        s.group = group;
-        s.out = out;
-        s.codes_early = w.pdl;
-        s.tokens = tern2_gemm_tokens();
-        if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
-        s.ksplit = variant == Tern2GemmVariant::kWgmmaKSplit;
-        return detail::tern2_gemm_sm90(s, sms, stream);
+        return detail::tern2_gemm_sm90(wgmma_args(w, w.a, 1, x, m, group, out), sms, stream);
     }
 
     launch_mma_sync<1>(mma_sync_args(w, w.a, x, m, group, out), sms, clusters, stream);
@@ -1178,21 +1188,8 @@ void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
     const BtGemmCall c = bt_gemm_call("bt_gemm", w, x, m, group, out);
     const bool clusters = c.dev.major >= 9;
     if (bt_takes_wgmma(w, m, group, out, c.dev)) {
-        detail::Tern2GemmSm90Args s;
-        s.codes = w.planes;
-        s.depth = w.depth;
-        s.x = x;
-        s.m = m;
-        s.n = w.n;
-        s.k = w.k;
-        s.group = group;
-        s.out = out;
-        s.codes_early = w.pdl;
-        s.tokens = tern2_gemm_tokens();
-        const Tern2GemmVariant variant = tern2_gemm_variant();
-        if (variant == Tern2GemmVariant::kWgmmaStreamK) s.schedule = detail::Sm90Schedule::kStreamK;
-        s.ksplit = variant == Tern2GemmVariant::kWgmmaKSplit;
-        return detail::tern2_gemm_sm90(s, c.dev.sms, stream);
+        return detail::tern2_gemm_sm90(wgmma_args(w, w.planes, w.depth, x, m, group, out),
+                                       c.dev.sms, stream);
     }
     // bt1's one plane is a tern2 matrix: the tern2 kernel.
     switch (w.depth) {

@@ -53,18 +53,25 @@ const std::vector<Shape> kShapes = {
     {5, 257, 448, 192},   {3, 40, 512, 1024},
 };
 
+// A case of the tables: bt of `depth` with its planes, scales per tensor or per row and a bias or
+// none by the seed.
+ProductCase table_case(int depth, const Shape& s, uint64_t seed) {
+    ProductCase c;
+    c.format = Format::kBt;
+    c.depth = depth;
+    c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
+    c.seed = seed;
+    c.planes = true;
+    c.per_tensor_scale = seed % 2 == 0;
+    c.bias = seed % 3 != 0;
+    return c;
+}
+
 TEST_F(BtGemm, MatchesTheReferenceForEveryDepthOverTheShapeTable) {
     uint64_t seed = 900;
     for (int depth = 1; depth <= 4; ++depth)
         for (const Shape& s : kShapes) {
-            ProductCase c;
-            c.format = Format::kBt;
-            c.depth = depth;
-            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
-            c.seed = ++seed;
-            c.planes = true;
-            c.per_tensor_scale = seed % 2 == 0;
-            c.bias = seed % 3 != 0;
+            ProductCase c = table_case(depth, s, ++seed);
             c.half_scales = seed % 4 == 1;
             trit::gputest::check_product_case(c, ProductPath::kGemm);
             trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
@@ -87,14 +94,7 @@ TEST_F(BtGemm, WgmmaKernelMatchesTheReference) {
     uint64_t seed = 2900;
     for (int depth = 1; depth <= 4; ++depth)
         for (const Shape& s : shapes) {
-            ProductCase c;
-            c.format = Format::kBt;
-            c.depth = depth;
-            c.m = s.m, c.n = s.n, c.k = s.k, c.group = s.group;
-            c.seed = ++seed;
-            c.planes = true;
-            c.per_tensor_scale = seed % 2 == 0;
-            c.bias = seed % 3 != 0;
+            ProductCase c = table_case(depth, s, ++seed);
             c.y_only = s.group < s.k;
             trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
         }

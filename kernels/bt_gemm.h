@@ -7,10 +7,10 @@
 // where bt_gemm_wgmma_pays, its wgmma kernel (kernels/tern2_gemm_sm90.h: (128, 128) tiles, the
 // planes by TMA, several scale groups folded into float sums in group order as each ends): each
 // fragment word of 16 codes is rebuilt from the d plane words as int8 codes in registers (digits t
-// + 1 by one __byte_perm per plane, Horner's rule in 32-bit multiply-adds, no byte carrying past
-// 80, then one per-byte subtract of (3^d - 1) / 2), so the int32 accumulators and the fused
-// epilogue are those of the bt codes, bit for bit. bt1 is its one plane run by the tern2 kernel
-// itself.
+// + 1 by one __byte_perm per plane, Horner's rule in 32-bit multiply-adds, plane 0's table adding
+// 128 - (3^d - 1) / 2 so that a byte ends as code + 128 and one xor makes it the code), so the
+// int32 accumulators and the fused epilogue are those of the bt codes, bit for bit. bt1 is its one
+// plane run by the tern2 kernel itself.
 //
 // Planes layout (GPU memory only, never in a container): plane i (i = 0 .. d - 1) is the (n,
 // ceil(k / 4)) tern2 array (exporters/formats/tern2.h) of trit i of every code, at planes + i * n *

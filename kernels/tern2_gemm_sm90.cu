@@ -711,7 +711,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 wrow[h] = epilogue_w_scale(o, rin[h] ? oj : 0, groups);
             }
             // This thread's rows' scales of group g (0 past n or past the last group), loaded a
-            // group ahead of their fold.
+            // group ahead of their fold. The copy of wnext into wcur waits for that load: about a
+            // memory latency a group where the scales come from DRAM, the bound of this kernel
+            // (docs/BENCHMARKS.md, session 52; ca3fce6, not yet run on a GPU, stages them in
+            // shared memory three k-tiles ahead).
             float wcur[2], wnext[2] = {0.0f, 0.0f};
             const auto load_w = [&](int64_t g, float(&w)[2]) {
 #pragma unroll

@@ -8,8 +8,10 @@
 // fill at most half the SMs and k is long (>= 48 k-tiles of 128 columns), the launch runs
 // stream-K: the tiles' k-tiles are cut into one contiguous range per SM, and the CTA holding a
 // tile's first k-tile adds the others' int32 partial tiles (exact: y is bit-identical to the
-// one-CTA tile) before its epilogue. Internal to the kernels: tern2_gemm checks the contract and
-// picks this path; tests force it through Tern2GemmVariant and set_tern2_gemm_tokens.
+// one-CTA tile) before its epilogue. The same kernel, on whole (128, 128) tiles, reads bt's trit
+// planes (depth > 1) and folds several scale groups into float sums in group order (group < k;
+// Tern2GemmSm90Args). Internal to the kernels: tern2_gemm and bt_gemm check the contract and pick
+// this path; tests force it through Tern2GemmVariant and set_tern2_gemm_tokens.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -82,11 +84,11 @@ inline std::string tern2_gemm_sm90_rejects(int depth, int64_t k, int64_t group, 
     return "";
 }
 
-// Launches on `stream`; the caller has checked the contract, one group and a compute capability
-// 9.0 device with `sms` SMs. A stream-K launch uses a workspace owned by the launcher, one per
-// (device, stream), allocated (cudaMalloc) on the first such call that needs more than it holds:
-// up to `sms` partial tiles of 128 KiB. Calls on one stream run in order and share it; calls on
-// different streams have their own.
+// Launches on `stream`; the caller has checked the contract, tern2_gemm_sm90_rejects and a
+// compute capability 9.0 device with `sms` SMs. A stream-K launch uses a workspace owned by the
+// launcher, one per (device, stream), allocated (cudaMalloc) on the first such call that needs more
+// than it holds: up to `sms` partial tiles of 128 KiB. Calls on one stream run in order and share
+// it; calls on different streams have their own.
 void tern2_gemm_sm90(const Tern2GemmSm90Args& a, int sms, cudaStream_t stream);
 
 }  // namespace trit::kernels::detail

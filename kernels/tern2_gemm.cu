@@ -966,20 +966,19 @@ void tern2_gemm_sm90(const Tern2GemmSm90Args&, int, cudaStream_t) {
 
 namespace {
 
-// "" when the wgmma kernel can run a call of `depth` code planes, else why not: sm_90a code runs
-// on 9.0 only, and several scale groups fold into float sums (y only, sums below 2^22).
-std::string wgmma_rejects(int depth, int64_t k, int64_t group, bool acc_out, int cc_major,
+// "" when the wgmma kernel can run a call of `depth` code planes, else why not (a literal: every
+// tern2 and bt GEMM call asks): sm_90a code runs on 9.0 only, and several scale groups fold into
+// float sums (y only, sums below 2^22).
+const char* wgmma_rejects(int depth, int64_t k, int64_t group, bool acc_out, int cc_major,
                           int cc_minor) {
     if (!detail::tern2_gemm_sm90_built()) return "an sm_90a build";
-    if (cc_major != 9 || cc_minor != 0)
-        return "a compute capability 9.0 device (this one: " + std::to_string(cc_major) + "." +
-               std::to_string(cc_minor) + ")";
+    if (cc_major != 9 || cc_minor != 0) return "a compute capability 9.0 device";
     return detail::tern2_gemm_sm90_rejects(depth, k, group, fmt::bt_levels(depth), acc_out);
 }
 
 bool wgmma_runs(int64_t k, int64_t group, int cc_major, int cc_minor) {
     return fmt::acc_num_groups(k, group) == 1 &&
-           wgmma_rejects(1, k, group, false, cc_major, cc_minor).empty();
+           *wgmma_rejects(1, k, group, false, cc_major, cc_minor) == '\0';
 }
 
 }  // namespace
@@ -1090,9 +1089,10 @@ void tern2_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t grou
                               variant == Tern2GemmVariant::kWgmmaStreamK ||
                               variant == Tern2GemmVariant::kWgmmaKSplit;
     if (forced_wgmma) {
-        const std::string no = wgmma_rejects(1, w.k, group, out.acc != nullptr, major, minor);
-        TRIT_CHECK(no.empty(), "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
-                   ", group=", group, "): the forced wgmma kernel needs ", no);
+        const char* no = wgmma_rejects(1, w.k, group, out.acc != nullptr, major, minor);
+        TRIT_CHECK(*no == '\0', "tern2_gemm (tern2, m=", m, ", n=", w.n, ", k=", w.k,
+                   ", group=", group, "): the forced wgmma kernel needs ", no,
+                   " (this device: ", major, ".", minor, ")");
     }
     if (forced_wgmma || (variant == Tern2GemmVariant::kAuto &&
                          tern2_gemm_auto_kernel(m, w.n, w.k, group, major, minor, sms) ==
@@ -1155,13 +1155,13 @@ namespace {
 bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const ProductOut& out,
                     const DeviceInfo& dev) {
     const Tern2GemmVariant variant = tern2_gemm_variant();
-    const std::string no =
-        wgmma_rejects(w.depth, w.k, group, out.acc != nullptr, dev.major, dev.minor);
-    if (variant == Tern2GemmVariant::kAuto)
-        return no.empty() && bt_gemm_wgmma_pays(m, w.n, w.k, group, dev.sms);
     if (variant == Tern2GemmVariant::kMmaSync) return false;
-    TRIT_CHECK(no.empty(), "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
-               ", group=", group, "): the forced wgmma kernel needs ", no);
+    const char* no = wgmma_rejects(w.depth, w.k, group, out.acc != nullptr, dev.major, dev.minor);
+    if (variant == Tern2GemmVariant::kAuto)
+        return *no == '\0' && bt_gemm_wgmma_pays(m, w.n, w.k, group, dev.sms);
+    TRIT_CHECK(*no == '\0', "bt_gemm (bt", w.depth, ", m=", m, ", n=", w.n, ", k=", w.k,
+               ", group=", group, "): the forced wgmma kernel needs ", no,
+               " (this device: ", dev.major, ".", dev.minor, ")");
     return true;
 }
 

@@ -17,7 +17,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <string>
 
 #include "kernels/product.h"
 #include "kernels/tern2_gemm_sm90_tile.h"
@@ -72,8 +71,8 @@ constexpr int64_t kTern2GemmSm90FoldMaxSum = (int64_t{1} << 22) - 1;
 // Whether the kernel takes a call of `depth` planes with scale groups of `group` columns on k (k
 // % 64 == 0 assumed): one group, or groups of a multiple of 64 whose sums stay within
 // kTern2GemmSm90FoldMaxSum (|x| <= 128, |code| <= max_code), writing y. "" when it does, else the
-// rule it breaks.
-inline std::string tern2_gemm_sm90_rejects(int depth, int64_t k, int64_t group, int64_t max_code,
+// rule it breaks (a literal: the dispatchers ask on every call).
+inline const char* tern2_gemm_sm90_rejects(int depth, int64_t k, int64_t group, int64_t max_code,
                                            bool acc_out) {
     if (depth < 1 || depth > 4) return "1 to 4 code planes";
     if (group >= k) return "";

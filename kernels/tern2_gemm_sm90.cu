@@ -109,7 +109,11 @@ struct Config {
     // tile starts.
     static constexpr int kWsOffset = kXchOffset + kXchBytes;
     static constexpr bool kEarlyW = kWsOffset + 2 * kBM * 4 + 1024 <= 227 * 1024;
-    static constexpr int kSmemBytes = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0) + 1024;
+    // Several groups: a ring of S slots of the scales the k-tiles' pairs of k32 steps fold with,
+    // each consumer warp's 16 rows x 2 pairs (128 bytes a warp, 1 KiB a slot), copied a few
+    // k-tiles ahead by the warp's own lanes.
+    static constexpr int kWsRingOffset = kWsOffset + (kEarlyW ? 2 * kBM * 4 : 0);
+    static constexpr int kSmemBytes = kWsRingOffset + (GR ? S * 1024 : 0) + 1024;
     static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
     static_assert(kCStageBytes % 1024 == 0, "stages stay on 1 KiB");
     static_assert(kTokens % kYRows == 0 && kYRows % 8 == 0,
@@ -702,27 +706,31 @@ __global__ void __launch_bounds__(kThreads, 1)
             // (k % 128 == 64: the last k-tile's upper half) do not run.
             const int ksteps = static_cast<int>(a.k / 32), gsteps = static_cast<int>(a.group / 32);
             const int64_t groups = (a.k + a.group - 1) / a.group;
-            const float* wrow[2];
-            bool rin[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int64_t oj = n0 + row0 + 8 * h;
-                rin[h] = oj < a.n;
-                wrow[h] = epilogue_w_scale(o, rin[h] ? oj : 0, groups);
-            }
-            // This thread's rows' scales of group g (0 past n or past the last group), loaded a
-            // group ahead of their fold. The copy of wnext into wcur waits for that load: about a
-            // memory latency a group where the scales come from DRAM, the bound of this kernel
-            // (docs/BENCHMARKS.md, session 52; ca3fce6, not yet run on a GPU, stages them in
-            // shared memory three k-tiles ahead).
-            float wcur[2], wnext[2] = {0.0f, 0.0f};
-            const auto load_w = [&](int64_t g, float(&w)[2]) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    w[h] = rin[h] && g < groups ? __ldg(wrow[h] + g) : 0.0f;
+            // The scales: k-tile q's in slot q % S of the warp's ring, requested kAhead k-tiles
+            // ahead (one cp.async commit group a k-tile, empty past the tile's k), so that a
+            // fold never waits on memory (loaded at each group's end, a group ahead, they cost
+            // a memory latency a group: 2560 x 2560 bt2 at m = 2048 115 us, session 52). Lane
+            // (g, t) copies the scale of row row0 + 8 (t / 2) that pair t % 2 folds with, 0
+            // where the pair ends no group or the row is past n; slot word p * 16 + h * 8 + g.
+            constexpr int kAhead = 3;
+            static_assert(kAhead < kStages, "a slot is rewritten only after its k-tile's folds");
+            const uint32_t wring = s_base + C::kWsRingOffset + (c * 4 + warp) * 128;
+            const int64_t oj_l = n0 + row0 + 8 * (t >> 1);
+            const float* wrow_l = epilogue_w_scale(o, oj_l < a.n ? oj_l : 0, groups);
+            const uint32_t w_word = 4 * ((t & 1) * 16 + (t >> 1) * 8 + g);
+            const auto request = [&](int q) {
+                if (q < nq) {
+                    const int64_t end = int64_t{q} * kKS + 64 * ((t & 1) + 1);  // the pair's end
+                    const bool ends = end - 64 < a.k && (end % a.group == 0 || end >= a.k);
+                    const int64_t gr = (min(end, a.k) - 1) / a.group;
+                    cp_async4(wring + (q % kStages) * 1024 + w_word, wrow_l + (ends ? gr : 0),
+                              ends && oj_l < a.n);
+                }
+                asm volatile("cp.async.commit_group;\n" ::: "memory");
             };
-            load_w(0, wcur);
-            int64_t gi = 0;  // the next group to fold
+#pragma unroll
+            for (int q = 0; q < kAhead; ++q)
+                request(q);
 #pragma unroll
             for (int e = 0; e < kAcc; ++e)
                 sums[e] = 0.0f;
@@ -730,6 +738,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int iq = use(q);
                 const uint64_t desc = sw128_desc(s_base + (iq % kStages) * kXStageBytes);
                 const int s0 = q * kKSteps;
+                request(q + kAhead);
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead) : "memory");
+                __syncwarp();
+                const uint32_t slot = wring + (q % kStages) * 1024 + 4 * g;
 #pragma unroll
                 for (int p = 0; p < kKSteps / 2; ++p) {
                     const int sp = s0 + 2 * p;
@@ -742,7 +754,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const bool ends = (sp + 2) % gsteps == 0 || sp + 2 == ksteps;
                     const bool last = p == kKSteps / 2 - 1 || sp + 2 >= ksteps;
                     if (last && q + 1 < nq) fetch(use(q + 1), fn);
-                    if (ends) load_w(gi + 1, wnext);
+                    float w[2];
+                    asm volatile("ld.shared.f32 %0, [%1];\n"
+                                 : "=f"(w[0])
+                                 : "r"(slot + 64 * p)
+                                 : "memory");
+                    asm volatile("ld.shared.f32 %0, [%1];\n"
+                                 : "=f"(w[1])
+                                 : "r"(slot + 64 * p + 32)
+                                 : "memory");
                     // Every pair waits (groups of 64, the common case, end at every pair): with
                     // the wait under a condition ptxas serialized the wgmmas.
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -751,10 +771,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
                         for (int e = 0; e < kAcc; ++e) {
                             const float v = small_int_to_float(acc[0][e]);
-                            sums[e] = __fadd_rn(sums[e], __fmul_rn(wcur[(e / 2) % 2], v));
+                            sums[e] = __fadd_rn(sums[e], __fmul_rn(w[(e / 2) % 2], v));
                         }
-                        wcur[0] = wnext[0], wcur[1] = wnext[1];
-                        ++gi;
                     }
                 }
                 retire(iq, f);
@@ -1146,14 +1164,15 @@ using Split96Tile = Config<1, 8, 48, 96, true>;
 using Split128Tile = Config<1, 8, 64, 128, true>;
 // bt's planes and several scale groups: the (128, 128) tile, whole, its ring as deep as shared
 // memory allows with D planes a stage (y in two passes where D > 1): D = 1 160 KiB ring + 64 KiB of
-// y; D = 2 168 + 32; D = 3 168 + 32; D = 4 160 + 32.
+// y (140 + 64 and 7 KiB of scales with several groups); D = 2 168 + 32; D = 3 168 + 32; D = 4
+// 160 + 32 (and S KiB of scales with several groups).
 template <int D, bool GR>
-using PlaneTile = Config<1,
-                         D == 1   ? 8
-                         : D == 2 ? 7
-                         : D == 3 ? 6
-                                  : 5,
-                         D == 1 ? 128 : 64, 128, false, D, GR>;
+constexpr int kPlaneStages = D == 1   ? (GR ? 7 : 8)
+                             : D == 2 ? 7
+                             : D == 3 ? 6
+                                      : 5;
+template <int D, bool GR>
+using PlaneTile = Config<1, kPlaneStages<D, GR>, D == 1 ? 128 : 64, 128, false, D, GR>;
 
 // The stream-K workspace of one (device, stream): flags for up to `sms` CTAs, then as many
 // partial tiles of the wide tile. Kept for the life of the process.

@@ -68,10 +68,12 @@ struct ProductOut {
     int64_t x_scale_rows = 1;        // 1 or m
     const float* bias = nullptr;     // (n) or null, y only
     // Optional, y only: w_scale's values as IEEE fp16 bit patterns, the same layout, each equal to
-    // its w_scale entry exactly (scales stored as fp16, as the container keeps bt's by default).
-    // A kernel that reads scales as halves (the one-shot GEMVs' kernels that hold groups of 64's
-    // scales in registers, kernels/gemv_oneshot.cuh) takes them from here, half the bytes; the
-    // others read w_scale. The results are the same either way.
+    // its w_scale entry exactly and finite (scales stored as fp16, as the container keeps bt's by
+    // default). A kernel that reads scales as halves (the one-shot GEMVs' kernels that hold groups
+    // of 64's scales in registers, kernels/gemv_oneshot.cuh) takes them from here, half the bytes;
+    // the sm_90a GEMM's folds of several groups, given it, add each term in one FFMA (their
+    // 11-bit significands make it exact). The others read w_scale. The results are the same
+    // either way.
     const uint16_t* w_scale_half = nullptr;
 };
 

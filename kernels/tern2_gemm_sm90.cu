@@ -455,6 +455,15 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
 __device__ __forceinline__ float small_int_to_float(int32_t v) {
     return __fsub_rn(__int_as_float(v + 0x4B400000), 12582912.0f);
 }
+
+// w * float(v) for such a v, exactly as __fmul_rn(w, small_int_to_float(v)), in one FFMA after the
+// add: with C = 1.5 * 2^23 = 3 * 2^22 and nwc = -(w * C), fma(w, C + v, nwc) rounds w * v once.
+// nwc must be exact: w's significand at most 22 bits (every fp16 value; w finite), then w * C is
+// its significand times 3, at most 24 bits. Zero terms come out +0 where the product may give
+// -0; a sum that starts at +0 takes either to the same value.
+__device__ __forceinline__ float scaled_small_int(float w, float nwc, int32_t v) {
+    return __fmaf_rn(w, __int_as_float(v + 0x4B400000), nwc);
+}
 #endif  // TRIT_SM90A_DEVICE
 
 template <class C, bool kSK>
@@ -713,6 +722,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             // (g, t) copies the scale of row row0 + 8 (t / 2) that pair t % 2 folds with, 0
             // where the pair ends no group or the row is past n; slot word p * 16 + h * 8 + g.
             constexpr int kAhead = 3;
+            // fp16-exact scales (ProductOut::w_scale_half given): a term in one FFMA.
+            const bool fma_fold = o.w_scale_half != nullptr;
             static_assert(kAhead < kStages, "a slot is rewritten only after its k-tile's folds");
             const uint32_t wring = s_base + C::kWsRingOffset + (c * 4 + warp) * 128;
             const int64_t oj_l = n0 + row0 + 8 * (t >> 1);
@@ -767,7 +778,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                     // the wait under a condition ptxas serialized the wgmmas.
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     fence_acc();
-                    if (ends) {
+                    if (ends && fma_fold) {
+                        const float nwc[2] = {-__fmul_rn(w[0], 12582912.0f),
+                                              -__fmul_rn(w[1], 12582912.0f)};
+#pragma unroll
+                        for (int e = 0; e < kAcc; ++e)
+                            sums[e] = __fadd_rn(
+                                sums[e],
+                                scaled_small_int(w[(e / 2) % 2], nwc[(e / 2) % 2], acc[0][e]));
+                    } else if (ends) {
 #pragma unroll
                         for (int e = 0; e < kAcc; ++e) {
                             const float v = small_int_to_float(acc[0][e]);

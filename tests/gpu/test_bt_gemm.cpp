@@ -96,23 +96,27 @@ TEST_F(BtGemm, WgmmaKernelMatchesTheReference) {
         for (const Shape& s : shapes) {
             ProductCase c = table_case(depth, s, ++seed);
             c.y_only = s.group < s.k;
+            // The scales' fp16 copy (each fold's term one FFMA) on half the cases.
+            c.half_scales = (seed / 2) % 2 == 1;
             trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
         }
     // x at the int8 extremes with d = 4: groups of 64 and 512 (sums up to 128 * 512 * 40 < 2^22,
-    // the fold's exact range) and one group of 4096.
+    // the fold's exact range) and one group of 4096, with and without the fp16 scales.
     for (const auto& [lo, hi] :
          std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, 127}})
-        for (int64_t group : {int64_t{64}, int64_t{512}, int64_t{4096}}) {
-            ProductCase c;
-            c.format = Format::kBt;
-            c.depth = 4;
-            c.m = 300, c.n = 130, c.k = 4096, c.group = group;
-            c.x_lo = lo, c.x_hi = hi;
-            c.planes = true;
-            c.seed = 3001 + static_cast<uint64_t>(lo + 200 + group);
-            c.y_only = group < c.k;
-            trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
-        }
+        for (int64_t group : {int64_t{64}, int64_t{512}, int64_t{4096}})
+            for (const bool half : {false, true}) {
+                ProductCase c;
+                c.format = Format::kBt;
+                c.depth = 4;
+                c.m = 300, c.n = 130, c.k = 4096, c.group = group;
+                c.x_lo = lo, c.x_hi = hi;
+                c.planes = true;
+                c.seed = 3001 + static_cast<uint64_t>(lo + 200 + group);
+                c.y_only = group < c.k;
+                c.half_scales = half;
+                trit::gputest::check_product_case(c, trit::kernels::bt_gemm);
+            }
 }
 
 // The auto rule between the two GEMM kernels (host only, runs without a GPU), on 132 SMs: the

@@ -85,7 +85,7 @@ using trit::gputest::device_is_sm90;
 class Tern2Gemm : public trit::gputest::RequiresGpu<::testing::Test> {};
 
 void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t seed,
-                bool y_only = false) {
+                bool y_only = false, bool half_scales = false) {
     for (const GemmShape& s : shapes) {
         ProductCase c;
         c.format = Format::kTern2;
@@ -94,6 +94,7 @@ void run_shapes(const std::vector<GemmShape>& shapes, ProductPath path, uint64_t
         c.per_tensor_scale = seed % 3 == 0;
         c.bias = seed % 2 == 0;
         c.y_only = y_only;
+        c.half_scales = half_scales;
         trit::gputest::check_product_case(c, path);
     }
 }
@@ -169,18 +170,22 @@ TEST_F(Tern2Gemm, WgmmaKernelFoldsSeveralScaleGroups) {
     if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
     VariantScope scope(trit::kernels::Tern2GemmVariant::kWgmma);
     run_shapes(kGroupedShapes, ProductPath::kGemm, 1501, /*y_only=*/true);
+    // With the scales' fp16 copy (ProductOut::w_scale_half) each term is one FFMA.
+    run_shapes(kGroupedShapes, ProductPath::kGemm, 1701, /*y_only=*/true, /*half_scales=*/true);
     // x at the int8 extremes with groups of 64 and 2048: the folds' int32 sums reach 128 * 2048.
-    for (int64_t group : {int64_t{64}, int64_t{2048}})
-        for (const auto& [lo, hi] :
-             std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, 127}}) {
-            ProductCase c;
-            c.format = Format::kTern2;
-            c.m = 300, c.n = 130, c.k = 4096, c.group = group;
-            c.x_lo = lo, c.x_hi = hi;
-            c.seed = 1601 + static_cast<uint64_t>(lo + 200 + group);
-            c.y_only = true;
-            trit::gputest::check_product_case(c, ProductPath::kGemm);
-        }
+    for (const bool half : {false, true})
+        for (int64_t group : {int64_t{64}, int64_t{2048}})
+            for (const auto& [lo, hi] :
+                 std::vector<std::pair<int, int>>{{-128, -128}, {127, 127}, {-128, 127}}) {
+                ProductCase c;
+                c.format = Format::kTern2;
+                c.m = 300, c.n = 130, c.k = 4096, c.group = group;
+                c.x_lo = lo, c.x_hi = hi;
+                c.seed = 1601 + static_cast<uint64_t>(lo + 200 + group);
+                c.y_only = true;
+                c.half_scales = half;
+                trit::gputest::check_product_case(c, ProductPath::kGemm);
+            }
 }
 
 // Every tile stream-K: CTA ranges that start and end inside tiles, tiles shared by up to a

@@ -43,6 +43,7 @@
 #include "exporters/formats/tern2.h"
 #include "kernels/cuda_check.h"
 #include "kernels/epilogue.cuh"
+#include "kernels/fast_div.h"
 #include "kernels/launch.h"
 #include "kernels/pdl.cuh"
 #include "kernels/tern2_mma.cuh"
@@ -76,12 +77,21 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 
 // int32 sums are the same, so y is bit-identical to the other tiles').
 // D: code planes a stage (1: tern2 codes; 2..4: bt's trit planes). GR: several scale groups,
 // each folded into the consumers' float sums as it ends (y only).
+// The parameter of the kernels with several scale groups: the launcher adds the pairs of k32
+// steps (64 columns) a group as a FastDiv, so that the consumers place a pair in its group with a
+// multiply-high instead of an integer division.
+struct GroupedArgs : Tern2GemmSm90Args {
+    FastDiv group_pairs;
+};
+
 template <int MW, int S, int YR, int BN, bool KS = false, int D = 1, bool GR = false>
 struct Config {
     static constexpr int kMW = MW, kStages = S, kBN = BN, kD = D;
     static constexpr bool kKSplit = KS, kGrouped = GR;
     // The kernel's parameter: the one-group tern2 tiles keep the fields they read.
-    using Args = std::conditional_t<D == 1 && !GR, Tern2GemmSm90Base, Tern2GemmSm90Args>;
+    using Args =
+        std::conditional_t<GR, GroupedArgs,
+                           std::conditional_t<D == 1, Tern2GemmSm90Base, Tern2GemmSm90Args>>;
     static constexpr int kBM = KS ? 64 : 2 * 64 * MW;  // <= 256: one TMA box of codes
     static constexpr int kAccRegs = BN / 2;  // a thread's share of an m64 x BN block
     // The tokens whose y a consumer stores: the tile's, or half of them with the k split.
@@ -712,9 +722,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             // rounding. A k-tile runs as two pairs of k32 steps; a pair that ends a group waits
             // for its wgmmas and folds, so one accumulator set serves every group (the other
             // consumer warp group's wgmmas keep the tensor cores busy meanwhile). Steps past k
-            // (k % 128 == 64: the last k-tile's upper half) do not run.
-            const int ksteps = static_cast<int>(a.k / 32), gsteps = static_cast<int>(a.group / 32);
-            const int64_t groups = (a.k + a.group - 1) / a.group;
+            // (k % 128 == 64: the last k-tile's upper half) do not run. Pair P (k32 steps 2P and
+            // 2P + 1, P from 0) starts a group where P % gp == 0 and ends one where P % gp ==
+            // gp - 1 or P + 1 == pairs (k % 64 == 0, group % 64 == 0).
+            const int pairs = static_cast<int>(a.k / 64);
+            const FastDiv& per_group = a.group_pairs;
+            const int gp = static_cast<int>(per_group.divisor);
+            const int64_t groups = per_group.div(static_cast<uint32_t>(pairs + gp - 1));
             // The scales: k-tile q's in slot q % S of the warp's ring, requested kAhead k-tiles
             // ahead (one cp.async commit group a k-tile, empty past the tile's k), so that a
             // fold never waits on memory (loaded at each group's end, a group ahead, they cost
@@ -731,9 +745,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t w_word = 4 * ((t & 1) * 16 + (t >> 1) * 8 + g);
             const auto request = [&](int q) {
                 if (q < nq) {
-                    const int64_t end = int64_t{q} * kKS + 64 * ((t & 1) + 1);  // the pair's end
-                    const bool ends = end - 64 < a.k && (end % a.group == 0 || end >= a.k);
-                    const int64_t gr = (min(end, a.k) - 1) / a.group;
+                    const int e = 2 * q + (t & 1) + 1;  // the pair's end, in 64 columns
+                    const uint32_t ge = per_group.div(static_cast<uint32_t>(e));
+                    const bool ends = e == pairs || (e < pairs && static_cast<int>(ge) * gp == e);
+                    const uint32_t gr = per_group.div(static_cast<uint32_t>(min(e, pairs) - 1));
                     cp_async4(wring + (q % kStages) * 1024 + w_word, wrow_l + (ends ? gr : 0),
                               ends && oj_l < a.n);
                 }
@@ -748,22 +763,22 @@ __global__ void __launch_bounds__(kThreads, 1)
             const auto stage = [&](int q, Frag& f, Frag& fn) {
                 const int iq = use(q);
                 const uint64_t desc = sw128_desc(s_base + (iq % kStages) * kXStageBytes);
-                const int s0 = q * kKSteps;
                 request(q + kAhead);
                 asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead) : "memory");
                 __syncwarp();
                 const uint32_t slot = wring + (q % kStages) * 1024 + 4 * g;
 #pragma unroll
                 for (int p = 0; p < kKSteps / 2; ++p) {
-                    const int sp = s0 + 2 * p;
-                    if (sp >= ksteps) break;
+                    const int pair = q * (kKSteps / 2) + p;
+                    if (pair >= pairs) break;
+                    const int rem = pair - static_cast<int>(per_group.div(pair)) * gp;
                     fence_acc();
                     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-                    wgmma_m64k32<kBN>(acc[0], f[0][2 * p], desc + 4 * p, sp % gsteps == 0 ? 0 : 1);
+                    wgmma_m64k32<kBN>(acc[0], f[0][2 * p], desc + 4 * p, rem == 0 ? 0 : 1);
                     wgmma_m64k32<kBN>(acc[0], f[0][2 * p + 1], desc + 4 * p + 2, 1);
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    const bool ends = (sp + 2) % gsteps == 0 || sp + 2 == ksteps;
-                    const bool last = p == kKSteps / 2 - 1 || sp + 2 >= ksteps;
+                    const bool ends = rem == gp - 1 || pair + 1 == pairs;
+                    const bool last = p == kKSteps / 2 - 1 || pair + 1 >= pairs;
                     if (last && q + 1 < nq) fetch(use(q + 1), fn);
                     float w[2];
                     asm volatile("ld.shared.f32 %0, [%1];\n"
@@ -1325,9 +1340,17 @@ void launch(const Tern2GemmSm90Args& a, Plan p, int sms, cudaStream_t stream) {
     const bool staged = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
     const CUtensorMap y_map = staged ? word_map(out, a.m, a.n, 32, C::kYRows) : CUtensorMap{};
     if (p.sched.sk_units > 0) bind_workspace(p.sched, sms, stream);
-    launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
-                  stream, true, x_map, codes_map, y_map, staged,
-                  static_cast<const typename C::Args&>(a), p.sched);
+    if constexpr (C::kGrouped) {
+        GroupedArgs ga;
+        static_cast<Tern2GemmSm90Args&>(ga) = a;
+        ga.group_pairs = FastDiv(static_cast<uint32_t>(a.group / 64));
+        launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
+                      stream, true, x_map, codes_map, y_map, staged, ga, p.sched);
+    } else {
+        launch_kernel(kernel, dim3(static_cast<unsigned>(p.grid)), dim3(kThreads), C::kSmemBytes,
+                      stream, true, x_map, codes_map, y_map, staged,
+                      static_cast<const typename C::Args&>(a), p.sched);
+    }
 }
 
 }  // namespace

@@ -266,7 +266,7 @@ TEST_F(BtGemm, PlansTilesAndSplitsByTheGrid) {
         w.k = k;
         const trit::kernels::BtGemmPlan p = trit::kernels::bt_gemm_plan(w, x, m, group, out);
         return std::to_string(p.tile_m) + "x" + std::to_string(p.tile_n) + "/" +
-               std::to_string(p.splits);
+               std::to_string(p.splits) + (p.wgmma ? " wgmma" : "");
     };
     const auto split = [&](int s) { return std::to_string(on_sm90 ? s : 1); };
     EXPECT_EQ(plan(16, 3, 192, 64), "16x32/" + split(2));
@@ -281,8 +281,13 @@ TEST_F(BtGemm, PlansTilesAndSplitsByTheGrid) {
     EXPECT_EQ(plan(300, 2560, 256, 64), "64x64/1");
     EXPECT_EQ(plan(64, 2560, 2560, 64), "16x32/1");  // 320 tiles of (16, 32) against 40 of (64, 64)
     EXPECT_EQ(plan(64, 14336, 4096, 64), "64x64/1");
-    EXPECT_EQ(plan(2048, 2560, 2560, 64), "64x64/1");
-    EXPECT_EQ(plan(2048, 2560, 2560, 2560), "128x128/1");
+    // From 128 tokens where its tiles fill half the SMs, the wgmma kernel on a 9.0 device.
+    const bool wgmma = trit::gputest::device_is_sm90();
+    EXPECT_EQ(plan(2048, 2560, 2560, 64), wgmma ? "128x128/1 wgmma" : "64x64/1");
+    EXPECT_EQ(plan(2048, 2560, 2560, 2560), wgmma ? "128x128/1 wgmma" : "128x128/1");
+    if (wgmma) {
+        EXPECT_EQ(plan(128, 14336, 4096, 64), "128x128/1 wgmma");  // 112 tiles
+    }
     EXPECT_THROW(plan(16, 130, 2560, 100),
                  trit::Error);  // group % 64 != 0: named as bt_gemm does
 }

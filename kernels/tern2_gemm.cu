@@ -1175,8 +1175,9 @@ bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const Prod
 // fill half the SMs (14336 x 4096 106.4 / 63.8 and 176.5 / 121.7, 6912 x 2560 at 256 68.7 /
 // 41.4), and not where they do not (2560 x 2560 at 256 37.2 / 41.8, 768 x 3072 22.0 / 49.2); the
 // miss, 3072 x 768 at m = 256 (48 tiles), 17.0 against 15.1. Below 128 tokens its grid is ceil(n /
-// 128) CTAs of half-empty tiles (14336 x 4096 at m = 64 58.3 / 63.3). Each of its groups waits
-// for a scale load there (ca3fce6, not yet run, takes that wait away), so the rule may widen.
+// 128) CTAs of half-empty tiles (14336 x 4096 at m = 64 58.3 / 63.3). On the H100 (session 53,
+// part 3: the scales' ring and the FFMA fold) the rule takes the faster kernel in 26 of 27 cells
+// at m = 128, 256, 2048, the same miss; the folding kernel is bound by the instructions it issues.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
     (void)k, (void)group;
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});

@@ -69,6 +69,13 @@ constexpr int kKSteps = kKS / 32;         // wgmma k32 steps per stage
 constexpr int kCodeRowBytes = kKS / fmt::kTern2CodesPerByte;  // 32
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 * 232 = 384 * 168
 
+// The parameter of the kernels with several scale groups: the launcher adds the pairs of k32
+// steps (64 columns) a group as a FastDiv, so that the consumers place a pair in its group with a
+// multiply-high instead of an integer division.
+struct GroupedArgs : Tern2GemmSm90Args {
+    FastDiv group_pairs;
+};
+
 // MW m64 blocks per consumer warp group (BM = 128 * MW weight rows), S ring stages, the y tile
 // staged YR tokens at a time, BN tokens per tile (wgmma N, one of kTern2GemmSm90Tokens). KS: the
 // k-split tile, 64 weight rows (MW = 1) that both consumers hold, each running every other k-tile
@@ -77,13 +84,6 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;        // 128 * 40 + 256 
 // int32 sums are the same, so y is bit-identical to the other tiles').
 // D: code planes a stage (1: tern2 codes; 2..4: bt's trit planes). GR: several scale groups,
 // each folded into the consumers' float sums as it ends (y only).
-// The parameter of the kernels with several scale groups: the launcher adds the pairs of k32
-// steps (64 columns) a group as a FastDiv, so that the consumers place a pair in its group with a
-// multiply-high instead of an integer division.
-struct GroupedArgs : Tern2GemmSm90Args {
-    FastDiv group_pairs;
-};
-
 template <int MW, int S, int YR, int BN, bool KS = false, int D = 1, bool GR = false>
 struct Config {
     static constexpr int kMW = MW, kStages = S, kBN = BN, kD = D;
@@ -731,8 +731,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int64_t groups = per_group.div(static_cast<uint32_t>(pairs + gp - 1));
             // The scales: k-tile q's in slot q % S of the warp's ring, requested kAhead k-tiles
             // ahead (one cp.async commit group a k-tile, empty past the tile's k), so that a
-            // fold never waits on memory (loaded at each group's end, a group ahead, they cost
-            // a memory latency a group: 2560 x 2560 bt2 at m = 2048 115 us, session 52). Lane
+            // fold never waits on memory (measured, no faster than loading each group's scales
+            // a group ahead into registers: the kernel is bound by what it issues,
+            // docs/BENCHMARKS.md session 53, part 4). Lane
             // (g, t) copies the scale of row row0 + 8 (t / 2) that pair t % 2 folds with, 0
             // where the pair ends no group or the row is past n; slot word p * 16 + h * 8 + g.
             constexpr int kAhead = 3;

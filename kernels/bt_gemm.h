@@ -74,9 +74,9 @@ std::string bt_gemm_dispatch_rejects(const PackedWeights& w, const int8_t* x, in
 
 // Whether auto dispatch runs a bt call on the sm_90a wgmma kernel (where that kernel takes it:
 // an sm_90a build, a 9.0 device, one group or groups whose sums stay below 2^22, y for several
-// groups), from the shape and the SM count alone: from 128 tokens where its (128, 128) tiles fill
-// half the SMs or more (measured, see the .cu). set_tern2_gemm_variant (kernels/tern2_gemm.h)
-// forces either kernel for bt too. Host only.
+// groups), from the shape and the SM count alone: at 128 tokens where its (128, 128) tiles fill
+// half the SMs or more, above 128 where they number 30 % of them (measured, see the .cu).
+// set_tern2_gemm_variant (kernels/tern2_gemm.h) forces either kernel for bt too. Host only.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms);
 
 // Runs the product (acc or y, see ProductOut) asynchronously on `stream`. Throws trit::Error

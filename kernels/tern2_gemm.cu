@@ -1167,8 +1167,9 @@ bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const Prod
 
 }  // namespace
 
-// The wgmma kernel's (128, 128) tiles from 128 tokens where they fill half the SMs or more. H200,
-// docs/BENCHMARKS.md session 52, call 1 (bt2, groups of 64, both kernels forced on the nine
+// The wgmma kernel's (128, 128) tiles at 128 tokens where they fill half the SMs or more, above
+// 128 tokens where they number 30 % of the SMs or more. First fit (128 tokens on, half the SMs):
+// H200, docs/BENCHMARKS.md session 52, call 1 (bt2, groups of 64, both kernels forced on the nine
 // default shapes at m = 32, 64, 128, 256, 2048; us mma.sync / wgmma): the rule takes the faster
 // kernel in 44 of the 45 cells. At m = 2048 the wgmma kernel wins on all nine (2560 x 2560 159.2
 // / 115.2, 4096 x 14336 1328 / 817, 768 x 768 20.1 / 15.7); at m = 128 and 256 where its tiles
@@ -1176,12 +1177,19 @@ bool bt_takes_wgmma(const PackedWeights& w, int64_t m, int64_t group, const Prod
 // 41.4), and not where they do not (2560 x 2560 at 256 37.2 / 41.8, 768 x 3072 22.0 / 49.2); the
 // miss, 3072 x 768 at m = 256 (48 tiles), 17.0 against 15.1. Below 128 tokens its grid is ceil(n /
 // 128) CTAs of half-empty tiles (14336 x 4096 at m = 64 58.3 / 63.3). On the H100 (session 53,
-// part 3: the scales' ring and the FFMA fold) the rule takes the faster kernel in 26 of 27 cells
-// at m = 128, 256, 2048, the same miss; the folding kernel is bound by the instructions it issues.
+// part 3: the scales' ring and the FFMA fold) that rule took the faster kernel in 26 of 27 cells
+// at m = 128, 256, 2048, the same miss. cf975eb then took 11-20 % off the wgmma kernel's time
+// (part 7, forced, another H100: cuBLAS FP16 within 2.5 % of the first machine's on 17 of 18
+// cells), and at m = 256 it is faster than mma.sync from 40 tiles (2560 x 2560 33.8 / 36.6,
+// 3072 x 768 12.6 / 16.9, 4096 x 14336 159.7 / 183.4), slower at 12 (768 x 768 12.9 / 7.6,
+// 768 x 3072 40.6 / 21.7): above 128 tokens the threshold is 30 % of the SMs (40 of 132), the
+// faster kernel in all nine m = 256 cells and all nine at 2048. At 128 tokens the wgmma kernel's
+// new times were not measured; the first fit stays.
 bool bt_gemm_wgmma_pays(int64_t m, int64_t n, int64_t k, int64_t group, int sms) {
     (void)k, (void)group;
     const int64_t tiles = fmt::ceil_div(m, int64_t{128}) * fmt::ceil_div(n, int64_t{128});
-    return m >= 128 && 2 * tiles >= sms;
+    if (m < 128) return false;
+    return m == 128 ? 2 * tiles >= sms : 10 * tiles >= 3 * int64_t{sms};
 }
 
 void bt_gemm(const PackedWeights& w, const int8_t* x, int64_t m, int64_t group,
